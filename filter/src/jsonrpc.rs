@@ -1,0 +1,230 @@
+//! JSON-RPC 2.0 envelopes: what a POST body holds, and how answers are written.
+
+use serde_json::{json, Map, Value};
+
+pub const PARSE_ERROR: i64 = -32700;
+pub const INVALID_REQUEST: i64 = -32600;
+pub const METHOD_NOT_FOUND: i64 = -32601;
+pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// One JSON-RPC message from a client.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Incoming {
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+    },
+    /// A client's answer to a server request; this server sends none, so it is only acknowledged.
+    Response,
+}
+
+/// A JSON-RPC error object, plus the id to answer with (null when the request's is unknown).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RpcError {
+    pub id: Value,
+    pub code: i64,
+    pub message: String,
+}
+
+impl RpcError {
+    pub fn new(id: &Value, code: i64, message: impl Into<String>) -> Self {
+        RpcError {
+            id: id.clone(),
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Reads one JSON-RPC message. Batches are refused: no version this server speaks needs them.
+pub fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
+    let value: Value = serde_json::from_slice(body).map_err(|error| {
+        RpcError::new(
+            &Value::Null,
+            PARSE_ERROR,
+            format!("Parse error: body is not valid JSON: {error}"),
+        )
+    })?;
+    let object = match value {
+        Value::Object(object) => object,
+        Value::Array(_) => {
+            return Err(RpcError::new(
+                &Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: JSON-RPC batches are not supported",
+            ))
+        }
+        _ => {
+            return Err(RpcError::new(
+                &Value::Null,
+                INVALID_REQUEST,
+                "Invalid Request: expected a JSON-RPC object",
+            ))
+        }
+    };
+    classify(object)
+}
+
+fn classify(mut object: Map<String, Value>) -> Result<Incoming, RpcError> {
+    let id = object.remove("id");
+    let reply_id = id.clone().filter(is_valid_id).unwrap_or(Value::Null);
+    if object.get("jsonrpc") != Some(&json!("2.0")) {
+        return Err(RpcError::new(
+            &reply_id,
+            INVALID_REQUEST,
+            "Invalid Request: `jsonrpc` must be \"2.0\"",
+        ));
+    }
+    match (object.remove("method"), id) {
+        (Some(Value::String(method)), None) => Ok(Incoming::Notification { method }),
+        (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Incoming::Request {
+            id,
+            method,
+            params: object.remove("params"),
+        }),
+        (Some(Value::String(_)), Some(_)) => Err(RpcError::new(
+            &Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: `id` must be a string or an integer",
+        )),
+        (Some(_), _) => Err(RpcError::new(
+            &reply_id,
+            INVALID_REQUEST,
+            "Invalid Request: `method` must be a string",
+        )),
+        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => {
+            Ok(Incoming::Response)
+        }
+        (None, _) => Err(RpcError::new(
+            &reply_id,
+            INVALID_REQUEST,
+            "Invalid Request: `method` is missing",
+        )),
+    }
+}
+
+fn is_valid_id(id: &Value) -> bool {
+    match id {
+        Value::String(_) => true,
+        Value::Number(number) => number.is_i64() || number.is_u64(),
+        _ => false,
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":…,"result":…}` with a result that is already JSON text.
+pub fn success_raw(id: &Value, result_json: &str) -> Vec<u8> {
+    let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
+    let mut body = Vec::with_capacity(result_json.len() + id.len() + 32);
+    body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
+    body.extend_from_slice(id.as_bytes());
+    body.extend_from_slice(b",\"result\":");
+    body.extend_from_slice(result_json.as_bytes());
+    body.push(b'}');
+    body
+}
+
+pub fn success(id: &Value, result: &Value) -> Vec<u8> {
+    encode(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
+pub fn error(error: &RpcError) -> Vec<u8> {
+    encode(&json!({
+        "jsonrpc": "2.0",
+        "id": error.id,
+        "error": {"code": error.code, "message": error.message},
+    }))
+}
+
+fn encode(value: &Value) -> Vec<u8> {
+    // Serializing a `Value` cannot fail: its map keys are always strings.
+    serde_json::to_vec(value).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_requests_notifications_and_responses() {
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap(),
+            Incoming::Request {
+                id: json!(1),
+                method: "ping".into(),
+                params: None
+            }
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":"a","method":"tools/list","params":{}}"#).unwrap(),
+            Incoming::Request {
+                id: json!("a"),
+                method: "tools/list".into(),
+                params: Some(json!({}))
+            }
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
+            Incoming::Notification {
+                method: "notifications/initialized".into()
+            }
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap(),
+            Incoming::Response
+        );
+    }
+
+    #[test]
+    fn refuses_malformed_envelopes() {
+        assert_eq!(parse(b"{nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(parse(b"[]").unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse(b"7").unwrap_err().code, INVALID_REQUEST);
+        let wrong_version = parse(br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap_err();
+        assert_eq!(
+            (wrong_version.code, wrong_version.id),
+            (INVALID_REQUEST, json!(4))
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":7}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().code,
+            INVALID_REQUEST
+        );
+    }
+
+    #[test]
+    fn writes_answers() {
+        assert_eq!(
+            success_raw(&json!("x"), "{}"),
+            br#"{"jsonrpc":"2.0","id":"x","result":{}}"#
+        );
+        let parsed: Value =
+            serde_json::from_slice(&error(&RpcError::new(&json!(2), METHOD_NOT_FOUND, "no")))
+                .unwrap();
+        assert_eq!(
+            parsed,
+            json!({"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no"}})
+        );
+    }
+}
