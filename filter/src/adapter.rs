@@ -30,14 +30,14 @@ impl RootContext for Root {
         let bytes = match hostcalls::get_buffer(BufferType::PluginConfiguration, 0, usize::MAX) {
             Ok(bytes) => bytes.unwrap_or_default(),
             Err(status) => {
-                error!("switchblade: cannot read the plugin configuration: {status:?}");
+                error!("cannot read the plugin configuration: {status:?}");
                 return false;
             }
         };
         match Server::from_config_bytes(&bytes) {
             Ok(server) => {
                 info!(
-                    "switchblade: serving {} tools at {}",
+                    "serving {} tools at {}",
                     server.catalog().len(),
                     server.mcp_path()
                 );
@@ -45,7 +45,7 @@ impl RootContext for Root {
                 true
             }
             Err(problem) => {
-                error!("switchblade: invalid plugin configuration: {problem}");
+                error!("invalid plugin configuration: {problem}");
                 false
             }
         }
@@ -81,7 +81,7 @@ impl Context for Exchange {
     fn on_grpc_call_response(&mut self, _token_id: u32, status_code: u32, response_size: usize) {
         let State::AwaitingUpstream(call) = std::mem::replace(&mut self.state, State::Answered)
         else {
-            warn!("switchblade: gRPC reply for a request that is not waiting for one");
+            warn!("gRPC reply for a request that is not waiting for one");
             return;
         };
         let body = if response_size == 0 {
@@ -89,7 +89,7 @@ impl Context for Exchange {
         } else {
             hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).unwrap_or_else(
                 |status| {
-                    warn!("switchblade: cannot read the gRPC reply: {status:?}");
+                    warn!("cannot read the gRPC reply: {status:?}");
                     None
                 },
             )
@@ -121,10 +121,13 @@ impl HttpContext for Exchange {
                 let protocol_version = request_header("mcp-protocol-version");
                 if end_of_stream {
                     self.handle(protocol_version.as_deref(), &[]);
-                } else {
-                    self.state = State::ReadingBody { protocol_version };
+                    return Action::Pause;
                 }
-                Action::Pause
+                self.state = State::ReadingBody { protocol_version };
+                // The host turns a paused header phase into "stop everything", and then no body
+                // callback would come: let the headers go on, and pause in the body phase. The
+                // `buffer` filter after this one holds them back from the router (see envoy/).
+                Action::Continue
             }
         }
     }
@@ -143,7 +146,7 @@ impl HttpContext for Exchange {
         let protocol_version = protocol_version.clone();
         let body = hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size)
             .unwrap_or_else(|status| {
-                warn!("switchblade: cannot read the request body: {status:?}");
+                warn!("cannot read the request body: {status:?}");
                 None
             })
             .unwrap_or_default();
@@ -176,10 +179,7 @@ impl Exchange {
         match dispatched {
             Ok(_token) => self.state = State::AwaitingUpstream(call),
             Err(status) => {
-                warn!(
-                    "switchblade: cannot call cluster {:?}: {status:?}",
-                    tool.cluster
-                );
+                warn!("cannot call cluster {:?}: {status:?}", tool.cluster);
                 let response = self.server.dispatch_failed(&call, &format!("{status:?}"));
                 self.answer(&response);
             }
@@ -203,6 +203,6 @@ fn send(response: &HttpResponse) {
     if let Err(status) =
         hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body)
     {
-        error!("switchblade: cannot send the reply: {status:?}");
+        error!("cannot send the reply: {status:?}");
     }
 }

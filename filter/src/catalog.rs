@@ -59,7 +59,7 @@ impl Catalog {
             for method in service.methods() {
                 if method.is_client_streaming() || method.is_server_streaming() {
                     info!(
-                        "switchblade: skipping streaming method {}/{}: only unary methods become tools",
+                        "skipping streaming method {}/{}: only unary methods become tools",
                         service.full_name(),
                         method.name()
                     );

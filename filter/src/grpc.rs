@@ -30,6 +30,29 @@ pub fn status_name(code: u32) -> &'static str {
 
 pub const UNAVAILABLE: u32 = 14;
 
+/// The readable text of a `grpc-message` as Envoy hands it over: percent-decoded (the gRPC
+/// wire form) and without the `{response_code_details}` tag Envoy appends, such as
+/// `{via_upstream}`.
+pub fn readable_message(raw: &str) -> String {
+    let without_details = match raw.rsplit_once('{') {
+        Some((message, tag)) if is_details_tag(tag) => message,
+        _ => raw,
+    };
+    percent_encoding::percent_decode_str(without_details)
+        .decode_utf8_lossy()
+        .trim_end()
+        .to_owned()
+}
+
+fn is_details_tag(tag: &str) -> bool {
+    tag.strip_suffix('}').is_some_and(|inner| {
+        !inner.is_empty()
+            && inner
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -42,5 +65,20 @@ mod tests {
         assert_eq!(status_name(16), "UNAUTHENTICATED");
         assert_eq!(status_name(17), "UNKNOWN");
         assert_eq!(status_name(u32::MAX), "UNKNOWN");
+    }
+
+    #[test]
+    fn messages_are_decoded_and_untagged() {
+        assert_eq!(
+            readable_message("no%20item%20has%20id%2099{via_upstream}"),
+            "no item has id 99"
+        );
+        assert_eq!(readable_message("caf%C3%A9 100%25"), "café 100%");
+        assert_eq!(
+            readable_message("keeps {braces} and {Tags}"),
+            "keeps {braces} and {Tags}"
+        );
+        assert_eq!(readable_message("bad %zz escape"), "bad %zz escape");
+        assert_eq!(readable_message(""), "");
     }
 }

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::{Catalog, Tool};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::embedded_pool;
-use crate::grpc::status_name;
+use crate::grpc::{readable_message, status_name};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, Incoming, RpcError};
 use crate::transcode::{decode_response, encode_arguments, json_type};
@@ -246,9 +246,10 @@ fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String 
         rpc_name(tool),
         status_name(status)
     );
-    if let Some(message) = message.filter(|m| !m.is_empty()) {
+    let message = message.map(readable_message).unwrap_or_default();
+    if !message.is_empty() {
         text.push_str(": ");
-        text.push_str(message);
+        text.push_str(&message);
     }
     text
 }

@@ -1,0 +1,15 @@
+//! Demo gRPC services for Switchblade's demo and tests: deterministic data, and a count of
+//! every call received so tests can prove that refused input never reached the upstream.
+
+pub mod calls;
+pub mod catalog;
+pub mod users;
+
+pub mod proto {
+    pub mod catalog {
+        tonic::include_proto!("demo.catalog.v1");
+    }
+    pub mod users {
+        tonic::include_proto!("demo.users.v1");
+    }
+}

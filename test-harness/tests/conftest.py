@@ -1,0 +1,40 @@
+"""Shared fixtures: one demo upstream and one Envoy for the session, torn down whatever happens."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from harness import ENVOY_BIN, UPSTREAM_BIN, WASM, Envoy, Mcp, Upstream  # noqa: E402
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, WASM) if not p.exists()]
+    if missing:
+        raise pytest.UsageError(f"run scripts/test (it builds and installs these first); missing: {', '.join(missing)}")
+
+
+@pytest.fixture(scope="session")
+def upstream():
+    server = Upstream().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def envoy(upstream: Upstream, request: pytest.FixtureRequest):
+    proxy = Envoy(upstream).start()
+    yield proxy
+    proxy.stop()
+    if request.session.testsfailed:
+        sys.stderr.write(f"\n----- Envoy log ({proxy.log_path}) -----\n{proxy.logs()[-20000:]}\n")
+
+
+@pytest.fixture
+def mcp(envoy: Envoy, upstream: Upstream) -> Mcp:
+    upstream.reset()
+    return Mcp(envoy.mcp_url)
