@@ -76,8 +76,18 @@ impl PluginConfig {
             ));
         }
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let config: PluginConfig = serde_path_to_error::deserialize(&mut deserializer)
-            .map_err(|error| ConfigError(format!("at `{}`: {}", error.path(), error.inner())))?;
+        let config: PluginConfig =
+            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+                let path = error.path().to_string();
+                if path == "." || path == "?" {
+                    ConfigError(format!(
+                        "the configuration is not valid JSON for this filter: {}",
+                        error.inner()
+                    ))
+                } else {
+                    ConfigError(format!("at `{path}`: {}", error.inner()))
+                }
+            })?;
         deserializer.end().map_err(|error| {
             ConfigError(format!(
                 "trailing characters after the configuration JSON: {error}"

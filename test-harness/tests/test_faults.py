@@ -1,0 +1,54 @@
+"""Upstream faults: the filter answers every call, and Envoy and its Wasm VM keep serving."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import Envoy, Mcp, Upstream
+
+
+@pytest.fixture
+def isolated():
+    """An upstream and an Envoy of this test's own, so stopping the upstream disturbs no other test."""
+    upstream = Upstream().start()
+    envoy = Envoy(upstream, name="envoy-faults")
+    try:
+        envoy.start()
+        yield envoy, upstream
+    finally:
+        envoy.stop()
+        upstream.stop()
+
+
+def test_upstream_down_is_unavailable_and_envoy_keeps_serving(isolated: tuple[Envoy, Upstream]) -> None:
+    envoy, upstream = isolated
+    mcp = Mcp(envoy.mcp_url)
+    assert mcp.call_tool("UserService_GetUser", {"user_id": 1})["isError"] is False
+    vm_stats_before = {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")}
+
+    upstream.stop()
+    for _ in range(3):
+        result = mcp.call_tool("UserService_GetUser", {"user_id": 1})
+        assert result["isError"] is True
+        text = result["content"][0]["text"]
+        assert text.startswith("demo.users.v1.UserService/GetUser failed with gRPC status UNAVAILABLE (14)"), text
+    assert mcp.request("ping")["result"] == {}
+    assert len(mcp.tools()) == 3
+
+    upstream.start()  # same ports as before
+    result = mcp.call_tool("UserService_GetUser", {"user_id": 1})
+    assert result["isError"] is False, result
+    assert result["structuredContent"]["username"] == "ada"
+
+    vm_stats_after = {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")}
+    assert vm_stats_after == vm_stats_before, "the Wasm VM was recreated or reloaded"
+    assert vm_stats_after.get("wasm.switchblade.vm_reload", 0) == 0
+
+
+def test_mcp_requests_never_reach_the_router(envoy: Envoy, mcp: Mcp) -> None:
+    before = envoy.stats()["cluster.demo_control.upstream_rq_total"]
+    mcp.request("ping")
+    mcp.tools()
+    mcp.call_tool("UserService_GetUser", {"user_id": 1})
+    mcp.call_tool("UserService_GetUser", {"user_id": "x"})
+    assert envoy.stats()["cluster.demo_control.upstream_rq_total"] == before
