@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::{Catalog, Tool};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::embedded_pool;
-use crate::grpc::{readable_message, status_name};
+use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, Incoming, RpcError};
 use crate::transcode::{decode_response, encode_arguments, json_type};
@@ -241,12 +241,21 @@ fn rpc_name(tool: &Tool) -> String {
 }
 
 fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String {
+    let message = message.map(readable_message).unwrap_or_default();
+    let (status, message) = if is_envoy_timeout(status, &message) {
+        let deadline = format!(
+            "no answer within the {} ms deadline",
+            tool.timeout.as_millis()
+        );
+        (DEADLINE_EXCEEDED, deadline)
+    } else {
+        (status, message)
+    };
     let mut text = format!(
         "{} failed with gRPC status {} ({status})",
         rpc_name(tool),
         status_name(status)
     );
-    let message = message.map(readable_message).unwrap_or_default();
     if !message.is_empty() {
         text.push_str(": ");
         text.push_str(&message);
@@ -501,6 +510,20 @@ mod tests {
         assert_eq!(
             body["result"]["content"][0]["text"],
             "demo.users.v1.UserService/GetUser failed with gRPC status NOT_FOUND (5): no user 7"
+        );
+
+        let timed_out = server.complete(
+            &call,
+            GrpcReply {
+                status: 14,
+                message: Some("upstream request timeout"),
+                body: &[],
+            },
+        );
+        let body: Value = serde_json::from_slice(&timed_out.body).unwrap();
+        assert_eq!(
+            body["result"]["content"][0]["text"],
+            "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"
         );
 
         let failed = server.dispatch_failed(&call, "BadArgument");

@@ -6,7 +6,7 @@ use prost_types::Timestamp;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
 
-use crate::calls::CallLog;
+use crate::control::Control;
 use crate::proto::catalog::catalog_service_server::CatalogService;
 use crate::proto::catalog::{
     Category, GetItemRequest, Item, ItemEvent, Money, SearchRequest, SearchResponse,
@@ -15,7 +15,7 @@ use crate::proto::catalog::{
 
 #[derive(Debug, Clone)]
 pub struct Catalog {
-    pub calls: CallLog,
+    pub control: Control,
 }
 
 /// 2026-01-01T00:00:00Z, so every run renders the same timestamps.
@@ -123,7 +123,9 @@ impl CatalogService for Catalog {
         &self,
         request: Request<SearchRequest>,
     ) -> Result<Response<SearchResponse>, Status> {
-        self.calls.record("/demo.catalog.v1.CatalogService/Search");
+        self.control
+            .enter("/demo.catalog.v1.CatalogService/Search")
+            .await;
         let request = request.into_inner();
         let page_size = match request.page_size {
             0 => 10,
@@ -162,7 +164,9 @@ impl CatalogService for Catalog {
     }
 
     async fn get_item(&self, request: Request<GetItemRequest>) -> Result<Response<Item>, Status> {
-        self.calls.record("/demo.catalog.v1.CatalogService/GetItem");
+        self.control
+            .enter("/demo.catalog.v1.CatalogService/GetItem")
+            .await;
         let id = request.into_inner().id;
         inventory()
             .into_iter()
@@ -177,8 +181,9 @@ impl CatalogService for Catalog {
         &self,
         request: Request<WatchItemsRequest>,
     ) -> Result<Response<Self::WatchItemsStream>, Status> {
-        self.calls
-            .record("/demo.catalog.v1.CatalogService/WatchItems");
+        self.control
+            .enter("/demo.catalog.v1.CatalogService/WatchItems")
+            .await;
         let ids = request.into_inner().ids;
         let events: Vec<Result<ItemEvent, Status>> = inventory()
             .into_iter()

@@ -1,8 +1,8 @@
 //! Demo gRPC services for Switchblade's demo and tests: deterministic data, and a count of
 //! every call received so tests can prove that refused input never reached the upstream.
 
-pub mod calls;
 pub mod catalog;
+pub mod control;
 pub mod users;
 
 pub mod proto {

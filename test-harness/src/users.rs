@@ -2,13 +2,13 @@
 
 use tonic::{Request, Response, Status};
 
-use crate::calls::CallLog;
+use crate::control::Control;
 use crate::proto::users::user_service_server::UserService;
 use crate::proto::users::{AccountState, GetUserRequest, User};
 
 #[derive(Debug, Clone)]
 pub struct Users {
-    pub calls: CallLog,
+    pub control: Control,
 }
 
 fn user(user_id: i32, username: &str, display_name: &str, state: AccountState) -> User {
@@ -33,7 +33,9 @@ pub fn find_user(user_id: i32) -> Option<User> {
 #[tonic::async_trait]
 impl UserService for Users {
     async fn get_user(&self, request: Request<GetUserRequest>) -> Result<Response<User>, Status> {
-        self.calls.record("/demo.users.v1.UserService/GetUser");
+        self.control
+            .enter("/demo.users.v1.UserService/GetUser")
+            .await;
         let user_id = request.into_inner().user_id;
         find_user(user_id)
             .map(Response::new)

@@ -82,6 +82,10 @@ class Upstream:
     def reset(self) -> None:
         httpx2.post(f"{self.control_url}/reset", timeout=2).raise_for_status()
 
+    def delay(self, ms: int) -> None:
+        """Delays every later gRPC answer by `ms` milliseconds (until reset)."""
+        httpx2.post(f"{self.control_url}/delay", params={"ms": ms}, timeout=2).raise_for_status()
+
 
 def demo_config() -> dict[str, Any]:
     return yaml.safe_load(DEMO_CONFIG.read_text())

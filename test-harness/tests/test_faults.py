@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
-from harness import Envoy, Mcp, Upstream
+from harness import Envoy, Mcp, Upstream, demo_config, plugin_config, set_plugin_config
 
 
 @pytest.fixture
 def isolated():
-    """An upstream and an Envoy of this test's own, so stopping the upstream disturbs no other test."""
+    """An upstream and an Envoy of this test's own, so faults disturb no other test.
+
+    UserService gets a 300 ms deadline."""
     upstream = Upstream().start()
-    envoy = Envoy(upstream, name="envoy-faults")
+    config = demo_config()
+    plugin = plugin_config(config)
+    plugin["services"][1]["timeout_ms"] = 300
+    set_plugin_config(config, plugin)
+    envoy = Envoy(upstream, config, name="envoy-faults")
     try:
         envoy.start()
         yield envoy, upstream
@@ -52,3 +60,19 @@ def test_mcp_requests_never_reach_the_router(envoy: Envoy, mcp: Mcp) -> None:
     mcp.call_tool("UserService_GetUser", {"user_id": 1})
     mcp.call_tool("UserService_GetUser", {"user_id": "x"})
     assert envoy.stats()["cluster.demo_control.upstream_rq_total"] == before
+
+
+def test_slow_upstream_is_deadline_exceeded_at_the_configured_timeout(isolated: tuple[Envoy, Upstream]) -> None:
+    envoy, upstream = isolated
+    mcp = Mcp(envoy.mcp_url)
+    upstream.delay(3000)
+    started = time.monotonic()
+    result = mcp.call_tool("UserService_GetUser", {"user_id": 1})
+    elapsed = time.monotonic() - started
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith(
+        "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 300 ms deadline"
+    ), result
+    assert elapsed < 2.5, f"the 300 ms deadline was not applied (answer after {elapsed:.1f}s)"
+    upstream.reset()
+    assert mcp.call_tool("UserService_GetUser", {"user_id": 1})["isError"] is False

@@ -2,15 +2,19 @@
 //!
 //! Serves CatalogService and UserService over HTTP/2 on `--grpc` (default 127.0.0.1:50051)
 //! and a control API over HTTP/1.1 on `--control` (default 127.0.0.1:50052):
-//! `GET /calls` returns the per-method call counts as JSON, `POST /reset` clears them.
+//! `GET /calls` returns the per-method call counts as JSON, `POST /delay?ms=N` delays every
+//! later answer by N milliseconds, `POST /reset` clears the counts and the delay.
 
 use std::error::Error;
 use std::net::SocketAddr;
+use std::time::Duration;
 
+use axum::extract::Query;
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use switchblade_test_harness::calls::CallLog;
+use serde::Deserialize;
 use switchblade_test_harness::catalog::Catalog;
+use switchblade_test_harness::control::Control;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::users::Users;
@@ -45,23 +49,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn Error>> {
     let options = options()?;
-    let calls = CallLog::default();
+    let control = Control::default();
 
-    let control = Router::new()
-        .route(
-            "/calls",
-            get({
-                let calls = calls.clone();
-                move || async move { Json(calls.snapshot()) }
-            }),
-        )
-        .route(
-            "/reset",
-            post({
-                let calls = calls.clone();
-                move || async move { calls.reset() }
-            }),
-        );
     let control_listener = tokio::net::TcpListener::bind(options.control).await?;
     let grpc_listener = tokio::net::TcpListener::bind(options.grpc).await?;
     println!(
@@ -70,20 +59,40 @@ async fn main() -> Result<(), Box<dyn Error>> {
         control_listener.local_addr()?
     );
 
-    let grpc = tonic::transport::Server::builder()
+    let control_server = axum::serve(control_listener, control_api(control.clone()))
+        .with_graceful_shutdown(shutdown());
+    let grpc_server = tonic::transport::Server::builder()
         .add_service(CatalogServiceServer::new(Catalog {
-            calls: calls.clone(),
+            control: control.clone(),
         }))
-        .add_service(UserServiceServer::new(Users { calls }))
+        .add_service(UserServiceServer::new(Users { control }))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
             shutdown(),
         );
-    let control = axum::serve(control_listener, control).with_graceful_shutdown(shutdown());
-    let (grpc, control) = tokio::join!(grpc, control);
+    let (grpc, control) = tokio::join!(grpc_server, control_server);
     grpc?;
     control?;
     Ok(())
+}
+
+#[derive(Deserialize)]
+struct Delay {
+    ms: u64,
+}
+
+fn control_api(control: Control) -> Router {
+    let calls = control.clone();
+    let delay = control.clone();
+    Router::new()
+        .route("/calls", get(move || async move { Json(calls.snapshot()) }))
+        .route(
+            "/delay",
+            post(move |Query(Delay { ms }): Query<Delay>| async move {
+                delay.set_delay(Duration::from_millis(ms))
+            }),
+        )
+        .route("/reset", post(move || async move { control.reset() }))
 }
 
 async fn shutdown() {
