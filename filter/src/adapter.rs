@@ -3,6 +3,7 @@
 //! Host calls go through `hostcalls` directly, which return errors instead of panicking
 //! as the SDK's trait helpers do: a panic would kill the VM for every later request.
 
+use std::collections::HashMap;
 use std::rc::Rc;
 
 use log::{error, info, warn};
@@ -10,8 +11,8 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
 
-use crate::http::{route, HttpResponse, Route};
-use crate::server::{GrpcReply, McpRequest, Outcome, Server, UpstreamCall};
+use crate::http::{route, HttpResponse, McpHeaders, Route};
+use crate::server::{GrpcReply, McpRequest, Outcome, Reply, Server, UpstreamCall};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -66,8 +67,11 @@ impl RootContext for Root {
 
 enum State {
     PassThrough,
-    ReadingBody { protocol_version: Option<String> },
-    AwaitingUpstream(UpstreamCall),
+    ReadingBody(McpHeaders),
+    AwaitingUpstream {
+        reply: Reply,
+        calls: HashMap<u32, UpstreamCall>,
+    },
     Answered,
 }
 
@@ -78,10 +82,13 @@ struct Exchange {
 }
 
 impl Context for Exchange {
-    fn on_grpc_call_response(&mut self, _token_id: u32, status_code: u32, response_size: usize) {
-        let State::AwaitingUpstream(call) = std::mem::replace(&mut self.state, State::Answered)
-        else {
+    fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
+        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
             warn!("gRPC reply for a request that is not waiting for one");
+            return;
+        };
+        let Some(call) = calls.remove(&token_id) else {
+            warn!("gRPC reply with an unknown token {token_id}");
             return;
         };
         let body = if response_size == 0 {
@@ -98,12 +105,13 @@ impl Context for Exchange {
             Ok((_, message)) => message,
             Err(_) => None,
         };
-        let reply = GrpcReply {
+        let grpc = GrpcReply {
             status: status_code,
             message: message.as_deref(),
             body: body.as_deref().unwrap_or_default(),
         };
-        send(&self.server.complete(&call, reply));
+        self.server.complete(reply, &call, grpc);
+        self.send_if_complete();
     }
 }
 
@@ -118,12 +126,12 @@ impl HttpContext for Exchange {
                 Action::Pause
             }
             Route::Mcp => {
-                let protocol_version = request_header("mcp-protocol-version");
+                let headers = mcp_headers();
                 if end_of_stream {
-                    self.handle(protocol_version.as_deref(), &[]);
+                    self.handle(&headers, &[]);
                     return Action::Pause;
                 }
-                self.state = State::ReadingBody { protocol_version };
+                self.state = State::ReadingBody(headers);
                 // The host turns a paused header phase into "stop everything", and then no body
                 // callback would come: let the headers go on, and pause in the body phase. The
                 // `buffer` filter after this one holds them back from the router (see envoy/).
@@ -133,62 +141,96 @@ impl HttpContext for Exchange {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let State::ReadingBody { protocol_version } = &self.state else {
-            return match self.state {
-                State::PassThrough => Action::Continue,
-                _ => Action::Pause,
-            };
-        };
-        if !end_of_stream {
-            // Envoy buffers the body until it is complete (or answers 413 past its buffer limit).
-            return Action::Pause;
+        match &self.state {
+            State::PassThrough => return Action::Continue,
+            State::ReadingBody(_) if end_of_stream => {}
+            // Envoy buffers the body until it is complete (or answers 413 past its limit).
+            _ => return Action::Pause,
         }
-        let protocol_version = protocol_version.clone();
+        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered)
+        else {
+            return Action::Pause;
+        };
         let body = hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size)
             .unwrap_or_else(|status| {
                 warn!("cannot read the request body: {status:?}");
                 None
             })
             .unwrap_or_default();
-        self.handle(protocol_version.as_deref(), &body);
+        self.handle(&headers, &body);
         Action::Pause
     }
 }
 
 impl Exchange {
-    fn handle(&mut self, protocol_version: Option<&str>, body: &[u8]) {
-        match self.server.handle(McpRequest {
-            protocol_version,
-            body,
-        }) {
+    fn handle(&mut self, headers: &McpHeaders, body: &[u8]) {
+        match self.server.handle(McpRequest { headers, body }) {
             Outcome::Respond(response) => self.answer(&response),
-            Outcome::Call(call) => self.dispatch(call),
+            Outcome::Await(reply, calls) => self.dispatch(reply, calls),
         }
     }
 
-    fn dispatch(&mut self, call: UpstreamCall) {
-        let tool = &call.tool;
-        let dispatched = hostcalls::dispatch_grpc_call(
-            &tool.cluster,
-            tool.service_name(),
-            tool.method_name(),
-            Vec::new(),
-            Some(&call.message),
-            tool.timeout,
-        );
-        match dispatched {
-            Ok(_token) => self.state = State::AwaitingUpstream(call),
-            Err(status) => {
-                warn!("cannot call cluster {:?}: {status:?}", tool.cluster);
-                let response = self.server.dispatch_failed(&call, &format!("{status:?}"));
-                self.answer(&response);
+    fn dispatch(&mut self, mut reply: Reply, calls: Vec<UpstreamCall>) {
+        let mut in_flight = HashMap::with_capacity(calls.len());
+        for call in calls {
+            let tool = &call.tool;
+            let dispatched = hostcalls::dispatch_grpc_call(
+                &tool.cluster,
+                tool.service_name(),
+                tool.method_name(),
+                Vec::new(),
+                Some(&call.message),
+                tool.timeout,
+            );
+            match dispatched {
+                Ok(token) => {
+                    in_flight.insert(token, call);
+                }
+                Err(status) => {
+                    warn!("cannot call cluster {:?}: {status:?}", tool.cluster);
+                    self.server
+                        .dispatch_failed(&mut reply, &call, &format!("{status:?}"));
+                }
             }
+        }
+        self.state = State::AwaitingUpstream {
+            reply,
+            calls: in_flight,
+        };
+        self.send_if_complete();
+    }
+
+    /// Sends the reply once no call is out any more.
+    fn send_if_complete(&mut self) {
+        let done = matches!(&self.state, State::AwaitingUpstream { calls, .. } if calls.is_empty());
+        if !done {
+            return;
+        }
+        if let State::AwaitingUpstream { reply, .. } =
+            std::mem::replace(&mut self.state, State::Answered)
+        {
+            send(&reply.into_response());
         }
     }
 
     fn answer(&mut self, response: &HttpResponse) {
         self.state = State::Answered;
         send(response);
+    }
+}
+
+/// All the headers the MCP endpoint reads, from one host call (duplicates stay visible).
+fn mcp_headers() -> McpHeaders {
+    match hostcalls::get_map(MapType::HttpRequestHeaders) {
+        Ok(pairs) => McpHeaders::from_pairs(
+            pairs
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_str())),
+        ),
+        Err(status) => {
+            warn!("cannot read the request headers: {status:?}");
+            McpHeaders::default()
+        }
     }
 }
 

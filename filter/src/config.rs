@@ -9,6 +9,9 @@ use serde::Deserialize;
 
 pub const DEFAULT_MCP_PATH: &str = "/mcp";
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub const MAX_PAGE_SIZE: usize = 1000;
+pub const DEFAULT_LIST_TTL_MS: u64 = 300_000;
 
 /// The whole plugin configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -22,6 +25,38 @@ pub struct PluginConfig {
     pub server: ServerIdentity,
     /// The gRPC services whose unary methods become tools.
     pub services: Vec<ServiceConfig>,
+    /// How `tools/list` pages and how long clients may cache it.
+    #[serde(default)]
+    pub tools_list: ToolsListConfig,
+}
+
+/// `tools/list` paging and caching hints.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsListConfig {
+    /// Tools per page; longer lists are paged with opaque cursors.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+    /// `ttlMs` of `tools/list` and `server/discover` results (2026-07-28 clients cache them).
+    #[serde(default = "default_list_ttl_ms")]
+    pub ttl_ms: u64,
+}
+
+impl Default for ToolsListConfig {
+    fn default() -> Self {
+        ToolsListConfig {
+            page_size: DEFAULT_PAGE_SIZE,
+            ttl_ms: DEFAULT_LIST_TTL_MS,
+        }
+    }
+}
+
+fn default_page_size() -> usize {
+    DEFAULT_PAGE_SIZE
+}
+
+fn default_list_ttl_ms() -> u64 {
+    DEFAULT_LIST_TTL_MS
 }
 
 /// The `serverInfo` and `instructions` of `initialize`.
@@ -104,6 +139,12 @@ impl PluginConfig {
                 self.mcp_path
             )));
         }
+        if !(1..=MAX_PAGE_SIZE).contains(&self.tools_list.page_size) {
+            return Err(ConfigError(format!(
+                "at `tools_list.page_size`: {} is not between 1 and {MAX_PAGE_SIZE}",
+                self.tools_list.page_size
+            )));
+        }
         if self.services.is_empty() {
             return Err(ConfigError(
                 "at `services`: the list is empty; name at least one gRPC service and its cluster"
@@ -150,6 +191,13 @@ mod tests {
         assert_eq!(config.mcp_path, "/mcp");
         assert_eq!(config.services[0].timeout_ms, DEFAULT_TIMEOUT_MS);
         assert_eq!(config.server, ServerIdentity::default());
+        assert_eq!(
+            config.tools_list,
+            ToolsListConfig {
+                page_size: 100,
+                ttl_ms: 300_000
+            }
+        );
     }
 
     #[test]
@@ -187,6 +235,13 @@ mod tests {
         let error =
             parse(r#"{"mcp_path":"mcp","services":[{"name":"a.B","cluster":"c"}]}"#).unwrap_err();
         assert!(error.starts_with("at `mcp_path`"), "{error}");
+        let error =
+            parse(r#"{"tools_list":{"page_size":0},"services":[{"name":"a.B","cluster":"c"}]}"#)
+                .unwrap_err();
+        assert!(
+            error.starts_with("at `tools_list.page_size`: 0 is not between 1 and 1000"),
+            "{error}"
+        );
         let error = parse(r#"{"services":[{"name":"a.B","cluster":" "}]}"#).unwrap_err();
         assert!(error.starts_with("at `services[0].cluster`"), "{error}");
         let error =

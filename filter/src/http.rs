@@ -1,6 +1,9 @@
-//! The HTTP side of the MCP endpoint: which requests it takes, and the answers it writes.
+//! The HTTP side of the MCP endpoint: which requests it takes, the headers it reads, and
+//! the answers it writes.
 
-use crate::jsonrpc::{self, RpcError};
+use serde_json::Value;
+
+use crate::jsonrpc::{self, RpcError, INVALID_REQUEST};
 
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -24,6 +27,74 @@ pub fn route(method: &str, path: &str, mcp_path: &str) -> Route {
     }
 }
 
+/// The request headers the MCP endpoint looks at.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct McpHeaders {
+    pub accept: Option<String>,
+    pub content_type: Option<String>,
+    pub protocol_version: Option<String>,
+    pub mcp_method: Option<String>,
+    pub mcp_name: Option<String>,
+    /// A routing header sent more than once: readers of the first and the last copy would
+    /// disagree, so the modern era refuses it.
+    pub duplicated: Option<&'static str>,
+}
+
+impl McpHeaders {
+    /// Picks the relevant headers out of all of a request's (name, value) pairs.
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+        let mut headers = McpHeaders::default();
+        for (name, value) in pairs {
+            let (slot, routing_name) = match name.to_ascii_lowercase().as_str() {
+                "accept" => (&mut headers.accept, None),
+                "content-type" => (&mut headers.content_type, None),
+                "mcp-protocol-version" => {
+                    (&mut headers.protocol_version, Some("mcp-protocol-version"))
+                }
+                "mcp-method" => (&mut headers.mcp_method, Some("mcp-method")),
+                "mcp-name" => (&mut headers.mcp_name, Some("mcp-name")),
+                _ => continue,
+            };
+            if slot.is_some() {
+                if let Some(routing_name) = routing_name {
+                    headers.duplicated.get_or_insert(routing_name);
+                }
+                continue;
+            }
+            *slot = Some(value.to_owned());
+        }
+        headers
+    }
+
+    /// The POST must carry JSON (`application/json`, parameters allowed).
+    pub fn content_type_is_json(&self) -> bool {
+        self.content_type
+            .as_deref()
+            .and_then(|value| value.split(';').next())
+            .is_some_and(|media_type| media_type.trim().eq_ignore_ascii_case("application/json"))
+    }
+
+    /// This endpoint always answers with `application/json`. A request without `Accept`
+    /// accepts anything (RFC 9110 §12.5.1); otherwise JSON must be among the accepted types.
+    pub fn accepts_json(&self) -> bool {
+        let Some(accept) = self.accept.as_deref() else {
+            return true;
+        };
+        accept.split(',').any(|range| {
+            let media_range = range
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase();
+            matches!(
+                media_range.as_str(),
+                "application/json" | "application/*" | "*/*"
+            )
+        })
+    }
+}
+
 /// A complete local reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpResponse {
@@ -44,7 +115,7 @@ impl HttpResponse {
     }
 
     pub fn rpc_error(status: u16, error: &RpcError) -> Self {
-        Self::json(status, jsonrpc::error(error))
+        Self::json(status, jsonrpc::encode(&error.to_value()))
     }
 
     /// For notifications and client responses: accepted, nothing to say.
@@ -58,15 +129,31 @@ impl HttpResponse {
 
     pub fn method_not_allowed() -> Self {
         let error = RpcError::new(
-            &serde_json::Value::Null,
-            jsonrpc::INVALID_REQUEST,
+            &Value::Null,
+            INVALID_REQUEST,
             "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream, no sessions)",
         );
-        HttpResponse {
-            status: 405,
-            headers: vec![JSON, ("allow", "POST")],
-            body: jsonrpc::error(&error),
-        }
+        let mut response = Self::rpc_error(405, &error);
+        response.headers.push(("allow", "POST"));
+        response
+    }
+
+    pub fn not_acceptable() -> Self {
+        let error = RpcError::new(
+            &Value::Null,
+            INVALID_REQUEST,
+            "Not Acceptable: this endpoint answers with application/json; include it in the Accept header",
+        );
+        Self::rpc_error(406, &error)
+    }
+
+    pub fn unsupported_media_type() -> Self {
+        let error = RpcError::new(
+            &Value::Null,
+            INVALID_REQUEST,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+        Self::rpc_error(415, &error)
     }
 }
 
@@ -89,5 +176,43 @@ mod tests {
         let response = HttpResponse::method_not_allowed();
         assert_eq!(response.status, 405);
         assert!(response.headers.contains(&("allow", "POST")));
+    }
+
+    #[test]
+    fn reads_headers_case_insensitively_and_spots_duplicates() {
+        let headers = McpHeaders::from_pairs([
+            ("Content-Type", "application/json"),
+            ("MCP-Protocol-Version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("Mcp-Name", "A"),
+            ("x-other", "1"),
+        ]);
+        assert_eq!(headers.protocol_version.as_deref(), Some("2026-07-28"));
+        assert_eq!(headers.mcp_name.as_deref(), Some("A"));
+        assert_eq!(headers.duplicated, None);
+        let twice = McpHeaders::from_pairs([("mcp-name", "A"), ("Mcp-Name", "B")]);
+        assert_eq!(
+            (twice.mcp_name.as_deref(), twice.duplicated),
+            (Some("A"), Some("mcp-name"))
+        );
+    }
+
+    #[test]
+    fn content_negotiation() {
+        let with = |accept: Option<&str>, content_type: Option<&str>| McpHeaders {
+            accept: accept.map(Into::into),
+            content_type: content_type.map(Into::into),
+            ..McpHeaders::default()
+        };
+        assert!(with(None, Some("application/json")).content_type_is_json());
+        assert!(with(None, Some("Application/JSON; charset=utf-8")).content_type_is_json());
+        assert!(!with(None, Some("text/plain")).content_type_is_json());
+        assert!(!with(None, None).content_type_is_json());
+        assert!(with(None, None).accepts_json());
+        assert!(with(Some("application/json, text/event-stream"), None).accepts_json());
+        assert!(with(Some("*/*"), None).accepts_json());
+        assert!(with(Some("application/*;q=0.5"), None).accepts_json());
+        assert!(!with(Some("text/event-stream"), None).accepts_json());
+        assert!(!with(Some("text/html"), None).accepts_json());
     }
 }

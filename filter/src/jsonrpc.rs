@@ -7,6 +7,17 @@ pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
+/// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
+pub const HEADER_MISMATCH: i64 = -32020;
+/// MCP 2026-07-28: the requested protocol version is not served.
+pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
+
+/// A POST body: one message, or a batch of them.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Body {
+    Single(Value),
+    Batch(Vec<Value>),
+}
 
 /// One JSON-RPC message from a client.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,16 +30,17 @@ pub enum Incoming {
     Notification {
         method: String,
     },
-    /// A client's answer to a server request; this server sends none, so it is only acknowledged.
+    /// A client's answer to a server request. This server sends none.
     Response,
 }
 
-/// A JSON-RPC error object, plus the id to answer with (null when the request's is unknown).
+/// A JSON-RPC error object and the id to answer with (null when the request's is unknown).
 #[derive(Debug, Clone, PartialEq)]
 pub struct RpcError {
     pub id: Value,
     pub code: i64,
     pub message: String,
+    pub data: Option<Value>,
 }
 
 impl RpcError {
@@ -37,40 +49,49 @@ impl RpcError {
             id: id.clone(),
             code,
             message: message.into(),
+            data: None,
         }
+    }
+
+    pub fn with_data(mut self, data: Value) -> Self {
+        self.data = Some(data);
+        self
+    }
+
+    /// The JSON-RPC error response object.
+    pub fn to_value(&self) -> Value {
+        let mut error = Map::new();
+        error.insert("code".into(), json!(self.code));
+        error.insert("message".into(), json!(self.message));
+        if let Some(data) = &self.data {
+            error.insert("data".into(), data.clone());
+        }
+        json!({"jsonrpc": "2.0", "id": self.id, "error": error})
     }
 }
 
-/// Reads one JSON-RPC message. Batches are refused: no version this server speaks needs them.
-pub fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
-    let value: Value = serde_json::from_slice(body).map_err(|error| {
-        RpcError::new(
+/// Reads a POST body as JSON: one message or a batch.
+pub fn parse_body(body: &[u8]) -> Result<Body, RpcError> {
+    match serde_json::from_slice(body) {
+        Ok(Value::Array(batch)) => Ok(Body::Batch(batch)),
+        Ok(single) => Ok(Body::Single(single)),
+        Err(error) => Err(RpcError::new(
             &Value::Null,
             PARSE_ERROR,
             format!("Parse error: body is not valid JSON: {error}"),
-        )
-    })?;
-    let object = match value {
-        Value::Object(object) => object,
-        Value::Array(_) => {
-            return Err(RpcError::new(
-                &Value::Null,
-                INVALID_REQUEST,
-                "Invalid Request: JSON-RPC batches are not supported",
-            ))
-        }
-        _ => {
-            return Err(RpcError::new(
-                &Value::Null,
-                INVALID_REQUEST,
-                "Invalid Request: expected a JSON-RPC object",
-            ))
-        }
-    };
-    classify(object)
+        )),
+    }
 }
 
-fn classify(mut object: Map<String, Value>) -> Result<Incoming, RpcError> {
+/// Classifies one message of a body.
+pub fn classify(message: Value) -> Result<Incoming, RpcError> {
+    let Value::Object(mut object) = message else {
+        return Err(RpcError::new(
+            &Value::Null,
+            INVALID_REQUEST,
+            "Invalid Request: expected a JSON-RPC object",
+        ));
+    };
     let id = object.remove("id");
     let reply_id = id.clone().filter(is_valid_id).unwrap_or(Value::Null);
     if object.get("jsonrpc") != Some(&json!("2.0")) {
@@ -108,6 +129,7 @@ fn classify(mut object: Map<String, Value>) -> Result<Incoming, RpcError> {
     }
 }
 
+/// MCP ids are strings or integers; null is not allowed for requests.
 fn is_valid_id(id: &Value) -> bool {
     match id {
         Value::String(_) => true,
@@ -128,19 +150,11 @@ pub fn success_raw(id: &Value, result_json: &str) -> Vec<u8> {
     body
 }
 
-pub fn success(id: &Value, result: &Value) -> Vec<u8> {
-    encode(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+pub fn success(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-pub fn error(error: &RpcError) -> Vec<u8> {
-    encode(&json!({
-        "jsonrpc": "2.0",
-        "id": error.id,
-        "error": {"code": error.code, "message": error.message},
-    }))
-}
-
-fn encode(value: &Value) -> Vec<u8> {
+pub fn encode(value: &Value) -> Vec<u8> {
     // Serializing a `Value` cannot fail: its map keys are always strings.
     serde_json::to_vec(value).unwrap_or_default()
 }
@@ -148,6 +162,13 @@ fn encode(value: &Value) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
+        match parse_body(body)? {
+            Body::Single(message) => classify(message),
+            Body::Batch(_) => panic!("unexpected batch"),
+        }
+    }
 
     #[test]
     fn parses_requests_notifications_and_responses() {
@@ -177,17 +198,32 @@ mod tests {
             parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap(),
             Incoming::Response
         );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#).unwrap(),
+            Incoming::Response
+        );
+    }
+
+    #[test]
+    fn batches_are_arrays() {
+        assert_eq!(
+            parse_body(b"[1, {}]").unwrap(),
+            Body::Batch(vec![json!(1), json!({})])
+        );
     }
 
     #[test]
     fn refuses_malformed_envelopes() {
-        assert_eq!(parse(b"{nope").unwrap_err().code, PARSE_ERROR);
-        assert_eq!(parse(b"[]").unwrap_err().code, INVALID_REQUEST);
+        assert_eq!(parse_body(b"{nope").unwrap_err().code, PARSE_ERROR);
         assert_eq!(parse(b"7").unwrap_err().code, INVALID_REQUEST);
         let wrong_version = parse(br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap_err();
         assert_eq!(
             (wrong_version.code, wrong_version.id),
             (INVALID_REQUEST, json!(4))
+        );
+        assert_eq!(
+            parse(br#"{"id":4,"method":"ping"}"#).unwrap_err().code,
+            INVALID_REQUEST
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#)
@@ -197,6 +233,12 @@ mod tests {
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#)
+                .unwrap_err()
+                .code,
+            INVALID_REQUEST
+        );
+        assert_eq!(
+            parse(br#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#)
                 .unwrap_err()
                 .code,
             INVALID_REQUEST
@@ -219,12 +261,10 @@ mod tests {
             success_raw(&json!("x"), "{}"),
             br#"{"jsonrpc":"2.0","id":"x","result":{}}"#
         );
-        let parsed: Value =
-            serde_json::from_slice(&error(&RpcError::new(&json!(2), METHOD_NOT_FOUND, "no")))
-                .unwrap();
+        let error = RpcError::new(&json!(2), METHOD_NOT_FOUND, "no").with_data(json!({"a": 1}));
         assert_eq!(
-            parsed,
-            json!({"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no"}})
+            error.to_value(),
+            json!({"jsonrpc":"2.0","id":2,"error":{"code":-32601,"message":"no","data":{"a":1}}})
         );
     }
 }

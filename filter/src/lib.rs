@@ -11,8 +11,10 @@ pub mod docs;
 pub mod grpc;
 pub mod http;
 pub mod jsonrpc;
+pub mod protocol;
 pub mod schema;
 pub mod server;
+pub mod tools_list;
 pub mod transcode;
 
 #[cfg(target_arch = "wasm32")]

@@ -1,7 +1,7 @@
-//! The MCP server: answers JSON-RPC over Streamable HTTP from the catalog, and turns
-//! `tools/call` into an upstream gRPC call and its reply into a tool result.
+//! The MCP server: answers JSON-RPC over Streamable HTTP in both protocol eras, and turns
+//! `tools/call` into upstream gRPC calls and their replies into tool results.
 //!
-//! Pure: the adapter feeds it request bytes and gRPC replies and sends what it returns.
+//! Pure: the adapter feeds it headers, body bytes and gRPC replies, and sends what it returns.
 
 use std::rc::Rc;
 
@@ -12,18 +12,21 @@ use crate::catalog::{Catalog, Tool};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::embedded_pool;
 use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
-use crate::http::HttpResponse;
-use crate::jsonrpc::{self, Incoming, RpcError};
+use crate::http::{HttpResponse, McpHeaders};
+use crate::jsonrpc::{
+    self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
+};
+use crate::protocol::{
+    check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION,
+    LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META,
+};
+use crate::tools_list::ToolsListPages;
 use crate::transcode::{decode_response, encode_arguments, json_type};
 
-/// Protocol revisions served, newest first.
-pub const SUPPORTED_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
-
-/// The parts of a POST to the MCP path that the protocol looks at.
+/// A POST to the MCP path.
 #[derive(Debug, Clone, Copy)]
 pub struct McpRequest<'a> {
-    /// The `MCP-Protocol-Version` header, if sent.
-    pub protocol_version: Option<&'a str>,
+    pub headers: &'a McpHeaders,
     pub body: &'a [u8],
 }
 
@@ -31,7 +34,8 @@ pub struct McpRequest<'a> {
 #[derive(Debug)]
 pub enum Outcome {
     Respond(HttpResponse),
-    Call(UpstreamCall),
+    /// Make these calls; the reply is complete when each has been answered.
+    Await(Reply, Vec<UpstreamCall>),
 }
 
 /// A validated `tools/call`, ready to send upstream.
@@ -41,6 +45,8 @@ pub struct UpstreamCall {
     pub request_id: Value,
     /// The request message, protobuf-encoded.
     pub message: Vec<u8>,
+    era: Era,
+    slot: usize,
 }
 
 /// How an upstream call ended.
@@ -51,6 +57,49 @@ pub struct GrpcReply<'a> {
     pub body: &'a [u8],
 }
 
+/// The answer to a POST, assembled as its upstream calls return.
+#[derive(Debug)]
+pub struct Reply {
+    batch: bool,
+    /// One JSON-RPC response per request in the body; `None` while its call is out.
+    slots: Vec<Option<Answer>>,
+}
+
+#[derive(Debug)]
+struct Answer {
+    status: u16,
+    body: Vec<u8>,
+}
+
+impl Reply {
+    pub fn is_complete(&self) -> bool {
+        self.slots.iter().all(Option::is_some)
+    }
+
+    /// The HTTP response: one JSON-RPC response, or a batch array (always 200).
+    pub fn into_response(self) -> HttpResponse {
+        let mut answers = self.slots.into_iter().flatten();
+        if !self.batch {
+            return match answers.next() {
+                Some(answer) => HttpResponse::json(answer.status, answer.body),
+                None => HttpResponse::accepted(),
+            };
+        }
+        let mut body = vec![b'['];
+        for (index, answer) in answers.enumerate() {
+            if index > 0 {
+                body.push(b',');
+            }
+            body.extend_from_slice(&answer.body);
+        }
+        body.push(b']');
+        if body.len() == 2 {
+            return HttpResponse::accepted();
+        }
+        HttpResponse::json(200, body)
+    }
+}
+
 /// One configuration's MCP server, built once per VM configuration.
 #[derive(Debug)]
 pub struct Server {
@@ -58,8 +107,17 @@ pub struct Server {
     catalog: Catalog,
     server_info: Value,
     instructions: Option<String>,
-    /// The `tools/list` result, rendered once: the list never varies per request.
-    tools_list_result: String,
+    tools_list: ToolsListPages,
+    /// The `server/discover` result, rendered once.
+    discover_result: String,
+}
+
+/// What one message of a body turns into.
+enum Handled {
+    /// Nothing to answer (a notification, or a client's response).
+    Nothing,
+    Answer(Answer),
+    Call(UpstreamCall),
 }
 
 impl Server {
@@ -92,15 +150,19 @@ impl Server {
         if let Some(title) = &identity.title {
             server_info.insert("title".into(), json!(title));
         }
-        let tools: Vec<&Value> = catalog.tools().map(|tool| &tool.definition).collect();
-        let tools_list_result = serde_json::to_string(&json!({ "tools": tools }))
-            .map_err(|error| ConfigError(format!("cannot render tools/list: {error}")))?;
+        let server_info = Value::Object(server_info);
+        let list = &config.tools_list;
+        let tools_list =
+            ToolsListPages::render(&catalog, list.page_size, list.ttl_ms, &server_info);
+        let discover_result =
+            discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,
-            server_info: Value::Object(server_info),
+            server_info,
             instructions: identity.instructions.clone(),
-            tools_list_result,
+            tools_list,
+            discover_result,
         })
     }
 
@@ -112,65 +174,150 @@ impl Server {
         &self.catalog
     }
 
-    /// Answers a POST to the MCP path, or asks for an upstream call.
+    /// Answers a POST to the MCP path, or asks for upstream calls.
     pub fn handle(&self, request: McpRequest<'_>) -> Outcome {
-        if let Some(version) = request.protocol_version {
-            if !SUPPORTED_VERSIONS.contains(&version) {
-                let message = format!(
-                    "Bad Request: unsupported MCP-Protocol-Version {version:?}; supported: {}",
-                    SUPPORTED_VERSIONS.join(", ")
-                );
-                return respond_error(
-                    400,
-                    RpcError::new(&Value::Null, jsonrpc::INVALID_REQUEST, message),
-                );
+        let headers = request.headers;
+        if !headers.accepts_json() {
+            return Outcome::Respond(HttpResponse::not_acceptable());
+        }
+        if !headers.content_type_is_json() {
+            return Outcome::Respond(HttpResponse::unsupported_media_type());
+        }
+        let (messages, batch) = match jsonrpc::parse_body(request.body) {
+            Err(error) => return respond_error(400, &error),
+            Ok(Body::Single(message)) => (vec![message], false),
+            Ok(Body::Batch(messages)) => (messages, true),
+        };
+        let version_header = headers.protocol_version.as_deref();
+        let declares_modern = !batch && messages.iter().any(declares_modern_envelope);
+        let era = match Era::of(version_header, declares_modern) {
+            Ok(era) => era,
+            Err(mut error) => {
+                if !batch {
+                    error.id = request_id(&messages[0]);
+                }
+                return respond_error(400, &error);
+            }
+        };
+        if batch {
+            if let Some(refusal) = refuse_batch(era, messages.is_empty()) {
+                return respond_error(400, &refusal);
             }
         }
-        match jsonrpc::parse(request.body) {
-            Err(error) => respond_error(400, error),
-            Ok(Incoming::Notification { .. } | Incoming::Response) => {
-                Outcome::Respond(HttpResponse::accepted())
+        self.plan(era, batch, messages, headers)
+    }
+
+    fn plan(&self, era: Era, batch: bool, messages: Vec<Value>, headers: &McpHeaders) -> Outcome {
+        let mut reply = Reply {
+            batch,
+            slots: Vec::with_capacity(messages.len()),
+        };
+        let mut calls = Vec::new();
+        for message in messages {
+            let slot = reply.slots.len();
+            match self.handle_message(era, batch, message, headers, slot) {
+                Handled::Nothing => {}
+                Handled::Answer(answer) => reply.slots.push(Some(answer)),
+                Handled::Call(call) => {
+                    reply.slots.push(None);
+                    calls.push(call);
+                }
             }
-            Ok(Incoming::Request { id, method, params }) => self.dispatch(id, &method, params),
+        }
+        if calls.is_empty() {
+            Outcome::Respond(reply.into_response())
+        } else {
+            Outcome::Await(reply, calls)
         }
     }
 
-    fn dispatch(&self, id: Value, method: &str, params: Option<Value>) -> Outcome {
+    fn handle_message(
+        &self,
+        era: Era,
+        batch: bool,
+        message: Value,
+        headers: &McpHeaders,
+        slot: usize,
+    ) -> Handled {
+        let incoming = match jsonrpc::classify(message) {
+            Ok(incoming) => incoming,
+            Err(error) => return Handled::Answer(error_answer(era, &error)),
+        };
+        match incoming {
+            Incoming::Notification { .. } => Handled::Nothing,
+            Incoming::Response if era == Era::Modern => Handled::Answer(error_answer(
+                era,
+                &RpcError::new(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    format!("Invalid Request: clients do not send JSON-RPC responses in protocol version {MODERN_VERSION}"),
+                ),
+            )),
+            Incoming::Response => Handled::Nothing,
+            Incoming::Request { id, method, params } => {
+                match self.handle_request(era, batch, &id, &method, params, headers, slot) {
+                    Ok(Handled::Answer(answer)) => Handled::Answer(answer),
+                    Ok(other) => other,
+                    Err(error) => Handled::Answer(error_answer(era, &error)),
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn handle_request(
+        &self,
+        era: Era,
+        batch: bool,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        headers: &McpHeaders,
+        slot: usize,
+    ) -> Result<Handled, RpcError> {
         let params = match params {
-            None | Some(Value::Null) => Map::new(),
+            None => Map::new(),
             Some(Value::Object(params)) => params,
             Some(other) => {
                 let message = format!(
                     "Invalid params: `params` must be an object, got {}",
                     json_type(&other)
                 );
-                return respond_error(200, RpcError::new(&id, jsonrpc::INVALID_PARAMS, message));
+                return Err(RpcError::new(id, INVALID_PARAMS, message));
             }
         };
-        match method {
-            "initialize" => respond(&id, &self.initialize(&params)),
-            "ping" => respond(&id, &json!({})),
-            "tools/list" => Outcome::Respond(HttpResponse::json(
-                200,
-                jsonrpc::success_raw(&id, &self.tools_list_result),
-            )),
-            "tools/call" => self.call_tool(id, &params),
-            _ => respond_error(
-                200,
-                RpcError::new(
-                    &id,
-                    jsonrpc::METHOD_NOT_FOUND,
-                    format!("Method not found: {method}"),
-                ),
-            ),
+        if era == Era::Modern {
+            check_modern_request(id, method, &params, headers)?;
         }
+        let result = match (era, method) {
+            (Era::Legacy(_), "initialize") if batch => {
+                return Err(RpcError::new(
+                    id,
+                    INVALID_REQUEST,
+                    "Invalid Request: initialize must not be part of a JSON-RPC batch",
+                ))
+            }
+            (Era::Legacy(_), "initialize") => self.initialize(&params),
+            (Era::Legacy(_), "ping") => json!({}),
+            (Era::Modern, "server/discover") => {
+                return Ok(answer_raw(id, &self.discover_result));
+            }
+            (_, "tools/list") => return self.tools_list(era, id, &params),
+            (_, "tools/call") => return self.call_tool(era, id, &params, slot),
+            _ => return Err(method_not_found(era, id, method)),
+        };
+        Ok(Handled::Answer(Answer {
+            status: 200,
+            body: jsonrpc::encode(&jsonrpc::success(id, result)),
+        }))
     }
 
     fn initialize(&self, params: &Map<String, Value>) -> Value {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         let version = requested
-            .filter(|version| SUPPORTED_VERSIONS.contains(version))
-            .unwrap_or(SUPPORTED_VERSIONS[0]);
+            .and_then(|requested| LEGACY_VERSIONS.iter().find(|known| **known == requested))
+            .copied()
+            .unwrap_or(LEGACY_VERSIONS[0]);
         let mut result = json!({
             "protocolVersion": version,
             "capabilities": {"tools": {"listChanged": false}},
@@ -182,15 +329,50 @@ impl Server {
         result
     }
 
-    fn call_tool(&self, id: Value, params: &Map<String, Value>) -> Outcome {
+    fn tools_list(
+        &self,
+        era: Era,
+        id: &Value,
+        params: &Map<String, Value>,
+    ) -> Result<Handled, RpcError> {
+        let cursor = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(cursor)) => Some(cursor.as_str()),
+            Some(other) => {
+                let message = format!(
+                    "Invalid params: `cursor` must be a string, got {}",
+                    json_type(other)
+                );
+                return Err(RpcError::new(id, INVALID_PARAMS, message));
+            }
+        };
+        let result = self.tools_list.result(era, cursor).map_err(|_| {
+            RpcError::new(
+                id,
+                INVALID_PARAMS,
+                "Invalid params: this cursor was not issued for the current tool list; list again without a cursor",
+            )
+        })?;
+        Ok(answer_raw(id, result))
+    }
+
+    fn call_tool(
+        &self,
+        era: Era,
+        id: &Value,
+        params: &Map<String, Value>,
+        slot: usize,
+    ) -> Result<Handled, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
-            let message = "Invalid params: tools/call needs `name`, a string";
-            return respond_error(200, RpcError::new(&id, jsonrpc::INVALID_PARAMS, message));
+            return Err(RpcError::new(
+                id,
+                INVALID_PARAMS,
+                "Invalid params: tools/call needs `name`, a string",
+            ));
         };
         let Some(tool) = self.catalog.get(name) else {
-            let message =
-                format!("Unknown tool: {name:?}; call tools/list for the tools this server offers");
-            return respond_error(200, RpcError::new(&id, jsonrpc::INVALID_PARAMS, message));
+            let message = format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
+            return Err(RpcError::new(id, INVALID_PARAMS, message));
         };
         let empty = Value::Object(Map::new());
         let arguments = match params.get("arguments") {
@@ -198,20 +380,27 @@ impl Server {
             Some(arguments) => arguments,
         };
         match encode_arguments(&tool.method.input(), arguments) {
-            Ok(message) => Outcome::Call(UpstreamCall { tool: Rc::clone(tool), request_id: id, message }),
-            Err(error) => respond(
-                &id,
-                &tool_error(format!(
+            Ok(message) => Ok(Handled::Call(UpstreamCall {
+                tool: Rc::clone(tool),
+                request_id: id.clone(),
+                message,
+                era,
+                slot,
+            })),
+            Err(error) => Ok(Handled::Answer(self.tool_result(
+                era,
+                id,
+                tool_error(format!(
                     "Invalid arguments for tool {name}: {error}. The request was not sent; fix the arguments to match the tool's inputSchema."
                 )),
-            ),
+            ))),
         }
     }
 
-    /// The tool result for a finished upstream call.
-    pub fn complete(&self, call: &UpstreamCall, reply: GrpcReply<'_>) -> HttpResponse {
-        let result = if reply.status == 0 {
-            match decode_response(&call.tool.method.output(), reply.body) {
+    /// Files the tool result of a finished upstream call into its reply.
+    pub fn complete(&self, reply: &mut Reply, call: &UpstreamCall, grpc: GrpcReply<'_>) {
+        let result = if grpc.status == 0 {
+            match decode_response(&call.tool.method.output(), grpc.body) {
                 Ok(content) => tool_success(content),
                 Err(error) => tool_error(format!(
                     "{} answered with a response that could not be decoded: {}",
@@ -220,20 +409,111 @@ impl Server {
                 )),
             }
         } else {
-            tool_error(grpc_failure_text(&call.tool, reply.status, reply.message))
+            tool_error(grpc_failure_text(&call.tool, grpc.status, grpc.message))
         };
-        HttpResponse::json(200, jsonrpc::success(&call.request_id, &result))
+        self.fill(reply, call, result);
     }
 
-    /// The tool result when the call could not even be started (for example, no such cluster).
-    pub fn dispatch_failed(&self, call: &UpstreamCall, reason: &str) -> HttpResponse {
+    /// Files the tool result of a call that could not even be started (for example, no such cluster).
+    pub fn dispatch_failed(&self, reply: &mut Reply, call: &UpstreamCall, reason: &str) {
         let text = format!(
             "{} failed with gRPC status UNAVAILABLE (14): the call to cluster {:?} could not be started: {reason}",
             rpc_name(&call.tool),
             call.tool.cluster
         );
-        HttpResponse::json(200, jsonrpc::success(&call.request_id, &tool_error(text)))
+        self.fill(reply, call, tool_error(text));
     }
+
+    fn fill(&self, reply: &mut Reply, call: &UpstreamCall, result: Value) {
+        if let Some(slot) = reply.slots.get_mut(call.slot) {
+            *slot = Some(self.tool_result(call.era, &call.request_id, result));
+        }
+    }
+
+    /// A `tools/call` answer; modern results carry `resultType` and the server's identity.
+    fn tool_result(&self, era: Era, id: &Value, mut result: Value) -> Answer {
+        if let (Era::Modern, Value::Object(map)) = (era, &mut result) {
+            map.insert("resultType".into(), json!("complete"));
+            map.insert(
+                "_meta".into(),
+                json!({ SERVER_INFO_META: self.server_info }),
+            );
+        }
+        Answer {
+            status: 200,
+            body: jsonrpc::encode(&jsonrpc::success(id, result)),
+        }
+    }
+}
+
+fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64) -> String {
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        "capabilities": {"tools": {}},
+        "ttlMs": ttl_ms,
+        "cacheScope": "public",
+        "_meta": { SERVER_INFO_META: server_info },
+    });
+    if let (Some(instructions), Value::Object(map)) = (instructions, &mut result) {
+        map.insert("instructions".into(), json!(instructions));
+    }
+    result.to_string()
+}
+
+/// Batches are a 2025-03-26 feature, and never empty.
+fn refuse_batch(era: Era, empty: bool) -> Option<RpcError> {
+    let message = match era {
+        Era::Legacy(BATCH_VERSION) if empty => "Invalid Request: an empty JSON-RPC batch".to_owned(),
+        Era::Legacy(BATCH_VERSION) => return None,
+        Era::Legacy(version) => format!(
+            "Invalid Request: JSON-RPC batches are only allowed in protocol version {BATCH_VERSION}, not {version}"
+        ),
+        Era::Modern => format!(
+            "Invalid Request: JSON-RPC batches are only allowed in protocol version {BATCH_VERSION}, not {MODERN_VERSION}"
+        ),
+    };
+    Some(RpcError::new(&Value::Null, INVALID_REQUEST, message))
+}
+
+fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
+    let message = match (era, method) {
+        (Era::Modern, "initialize" | "ping" | "logging/setLevel") => format!(
+            "Method not found: {method} is not part of protocol version {MODERN_VERSION} (handshake-era versions served: {})",
+            LEGACY_VERSIONS.join(", ")
+        ),
+        (Era::Modern, "subscriptions/listen") => "Method not found: subscriptions/listen is not served; \
+             the tool list changes only when Envoy reconfigures the filter, so list again after ttlMs"
+            .to_owned(),
+        _ => format!("Method not found: {method}"),
+    };
+    RpcError::new(id, METHOD_NOT_FOUND, message)
+}
+
+fn request_id(message: &Value) -> Value {
+    match message.get("id") {
+        Some(id @ Value::String(_)) => id.clone(),
+        Some(id @ Value::Number(number)) if number.is_i64() || number.is_u64() => id.clone(),
+        _ => Value::Null,
+    }
+}
+
+fn answer_raw(id: &Value, result_json: &str) -> Handled {
+    Handled::Answer(Answer {
+        status: 200,
+        body: jsonrpc::success_raw(id, result_json),
+    })
+}
+
+fn error_answer(era: Era, error: &RpcError) -> Answer {
+    Answer {
+        status: era.error_status(error.code),
+        body: jsonrpc::encode(&error.to_value()),
+    }
+}
+
+fn respond_error(status: u16, error: &RpcError) -> Outcome {
+    Outcome::Respond(HttpResponse::rpc_error(status, error))
 }
 
 fn rpc_name(tool: &Tool) -> String {
@@ -276,268 +556,6 @@ fn tool_error(text: String) -> Value {
     json!({"content": [{"type": "text", "text": text}], "isError": true})
 }
 
-fn respond(id: &Value, result: &Value) -> Outcome {
-    Outcome::Respond(HttpResponse::json(200, jsonrpc::success(id, result)))
-}
-
-fn respond_error(status: u16, error: RpcError) -> Outcome {
-    Outcome::Respond(HttpResponse::rpc_error(status, &error))
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const CONFIG: &str = r#"{
-        "server": {"name": "demo", "version": "1.2.3", "instructions": "Use the catalog."},
-        "services": [
-            {"name": "demo.catalog.v1.CatalogService", "cluster": "catalog"},
-            {"name": "demo.users.v1.UserService", "cluster": "users"}
-        ]}"#;
-
-    fn server() -> Server {
-        Server::from_config_bytes(CONFIG.as_bytes()).unwrap()
-    }
-
-    fn post(server: &Server, body: &str) -> Outcome {
-        server.handle(McpRequest {
-            protocol_version: None,
-            body: body.as_bytes(),
-        })
-    }
-
-    fn reply(outcome: Outcome) -> (u16, Value) {
-        match outcome {
-            Outcome::Respond(response) => {
-                let body = if response.body.is_empty() {
-                    Value::Null
-                } else {
-                    serde_json::from_slice(&response.body).unwrap()
-                };
-                (response.status, body)
-            }
-            Outcome::Call(call) => panic!("expected a reply, got a call to {}", call.tool.name),
-        }
-    }
-
-    fn call(outcome: Outcome) -> UpstreamCall {
-        match outcome {
-            Outcome::Call(call) => call,
-            Outcome::Respond(response) => panic!(
-                "expected a call, got {}",
-                String::from_utf8_lossy(&response.body)
-            ),
-        }
-    }
-
-    #[test]
-    fn initialize_negotiates_the_version() {
-        let server = server();
-        let (status, body) = post(&server, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#).pipe(reply);
-        assert_eq!(status, 200);
-        assert_eq!(body["result"]["protocolVersion"], "2025-06-18");
-        assert_eq!(
-            body["result"]["serverInfo"],
-            json!({"name": "demo", "version": "1.2.3"})
-        );
-        assert_eq!(body["result"]["instructions"], "Use the catalog.");
-        assert_eq!(
-            body["result"]["capabilities"],
-            json!({"tools": {"listChanged": false}})
-        );
-        let (_, body) = post(&server, r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"1999-01-01"}}"#).pipe(reply);
-        assert_eq!(body["result"]["protocolVersion"], SUPPORTED_VERSIONS[0]);
-    }
-
-    #[test]
-    fn notifications_and_responses_are_accepted_without_a_body() {
-        let server = server();
-        assert_eq!(
-            post(
-                &server,
-                r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#
-            )
-            .pipe(reply),
-            (202, Value::Null)
-        );
-        assert_eq!(
-            post(&server, r#"{"jsonrpc":"2.0","id":9,"result":{}}"#).pipe(reply),
-            (202, Value::Null)
-        );
-    }
-
-    #[test]
-    fn ping_and_unknown_methods() {
-        let server = server();
-        assert_eq!(
-            post(&server, r#"{"jsonrpc":"2.0","id":"p","method":"ping"}"#)
-                .pipe(reply)
-                .1["result"],
-            json!({})
-        );
-        let (status, body) = post(
-            &server,
-            r#"{"jsonrpc":"2.0","id":2,"method":"resources/list"}"#,
-        )
-        .pipe(reply);
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (200, json!(jsonrpc::METHOD_NOT_FOUND))
-        );
-    }
-
-    #[test]
-    fn envelope_errors_are_http_400() {
-        let server = server();
-        let (status, body) = post(&server, "{").pipe(reply);
-        assert_eq!(
-            (status, body["error"]["code"].clone(), body["id"].clone()),
-            (400, json!(-32700), Value::Null)
-        );
-        let (status, _) = server
-            .handle(McpRequest {
-                protocol_version: Some("2099-01-01"),
-                body: br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
-            })
-            .pipe(reply);
-        assert_eq!(status, 400);
-    }
-
-    #[test]
-    fn tools_list_is_the_prerendered_catalog() {
-        let (_, body) = post(
-            &server(),
-            r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#,
-        )
-        .pipe(reply);
-        let names: Vec<&str> = body["result"]["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap())
-            .collect();
-        assert_eq!(
-            names,
-            [
-                "CatalogService_Search",
-                "CatalogService_GetItem",
-                "UserService_GetUser"
-            ]
-        );
-        assert_eq!(body["id"], 3);
-    }
-
-    #[test]
-    fn tools_call_becomes_an_upstream_call() {
-        let call = post(&server(), r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":7}}}"#).pipe(call);
-        assert_eq!(
-            (call.tool.service_name(), call.tool.method_name()),
-            ("demo.users.v1.UserService", "GetUser")
-        );
-        assert_eq!(call.tool.cluster, "users");
-        assert_eq!(call.message, [0x08, 7]);
-        assert_eq!(call.request_id, 4);
-    }
-
-    #[test]
-    fn injection_is_refused_as_a_tool_error_without_a_call() {
-        let (status, body) = post(&server(), r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":{"$ne":null}}}}"#).pipe(reply);
-        assert_eq!(status, 200);
-        assert_eq!(body["result"]["isError"], true);
-        let text = body["result"]["content"][0]["text"].as_str().unwrap();
-        assert!(
-            text.starts_with(
-                "Invalid arguments for tool UserService_GetUser: at `user_id`: invalid type: map"
-            ),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn unknown_tool_and_bad_params_are_protocol_errors() {
-        let server = server();
-        let (_, body) = post(
-            &server,
-            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{"name":"Nope"}}"#,
-        )
-        .pipe(reply);
-        assert_eq!(body["error"]["code"], jsonrpc::INVALID_PARAMS);
-        let (_, body) = post(
-            &server,
-            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":[1]}"#,
-        )
-        .pipe(reply);
-        assert_eq!(body["error"]["code"], jsonrpc::INVALID_PARAMS);
-        let (_, body) = post(
-            &server,
-            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{}}"#,
-        )
-        .pipe(reply);
-        assert_eq!(body["error"]["code"], jsonrpc::INVALID_PARAMS);
-    }
-
-    #[test]
-    fn replies_become_tool_results() {
-        let server = server();
-        let call = post(&server, r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":7}}}"#).pipe(call);
-
-        let ok = server.complete(
-            &call,
-            GrpcReply {
-                status: 0,
-                message: None,
-                body: &[0x08, 7],
-            },
-        );
-        let body: Value = serde_json::from_slice(&ok.body).unwrap();
-        let result = &body["result"];
-        assert_eq!(result["isError"], false);
-        assert_eq!(result["structuredContent"]["user_id"], 7);
-        let text: Value =
-            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
-        assert_eq!(text, result["structuredContent"]);
-
-        let not_found = server.complete(
-            &call,
-            GrpcReply {
-                status: 5,
-                message: Some("no user 7"),
-                body: &[],
-            },
-        );
-        let body: Value = serde_json::from_slice(&not_found.body).unwrap();
-        assert_eq!(body["result"]["isError"], true);
-        assert_eq!(
-            body["result"]["content"][0]["text"],
-            "demo.users.v1.UserService/GetUser failed with gRPC status NOT_FOUND (5): no user 7"
-        );
-
-        let timed_out = server.complete(
-            &call,
-            GrpcReply {
-                status: 14,
-                message: Some("upstream request timeout"),
-                body: &[],
-            },
-        );
-        let body: Value = serde_json::from_slice(&timed_out.body).unwrap();
-        assert_eq!(
-            body["result"]["content"][0]["text"],
-            "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"
-        );
-
-        let failed = server.dispatch_failed(&call, "BadArgument");
-        let body: Value = serde_json::from_slice(&failed.body).unwrap();
-        assert!(body["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("UNAVAILABLE"));
-    }
-
-    trait Pipe: Sized {
-        fn pipe<T>(self, f: impl FnOnce(Self) -> T) -> T {
-            f(self)
-        }
-    }
-    impl Pipe for Outcome {}
-}
+#[path = "server_tests.rs"]
+mod tests;

@@ -171,7 +171,12 @@ def test_unparseable_bodies_get_400_parse_error(mcp: Mcp, body: bytes) -> None:
 def test_unsupported_protocol_version_header_gets_400(mcp: Mcp) -> None:
     response = mcp.post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, headers={"mcp-protocol-version": "1999-01-01"})
     assert response.status_code == 400
-    assert "unsupported MCP-Protocol-Version" in response.json()["error"]["message"]
+    error = response.json()["error"]
+    assert error["code"] == -32022
+    assert error["data"] == {
+        "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+        "requested": "1999-01-01",
+    }
 
 
 @pytest.mark.parametrize("method", ["GET", "DELETE", "PUT"])

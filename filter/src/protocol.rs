@@ -1,0 +1,411 @@
+//! MCP protocol versions and eras, chosen per request, and the checks the stateless
+//! 2026-07-28 era makes before a request is served (SEP-2243 header/body agreement).
+
+use base64::Engine;
+use serde_json::{json, Map, Value};
+
+use crate::http::McpHeaders;
+use crate::jsonrpc::{RpcError, HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+
+/// The stateless revision: no handshake, metadata on every request.
+pub const MODERN_VERSION: &str = "2026-07-28";
+/// Handshake-era revisions served, newest first.
+pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// What a request without `MCP-Protocol-Version` speaks (the transport spec's rule).
+pub const DEFAULT_LEGACY_VERSION: &str = "2025-03-26";
+/// The one revision that allows JSON-RPC batches.
+pub const BATCH_VERSION: &str = "2025-03-26";
+
+pub const PROTOCOL_VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+pub const CLIENT_CAPABILITIES_META: &str = "io.modelcontextprotocol/clientCapabilities";
+pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
+
+/// Every version served, newest first.
+pub fn supported_versions() -> Vec<&'static str> {
+    std::iter::once(MODERN_VERSION)
+        .chain(LEGACY_VERSIONS)
+        .collect()
+}
+
+/// The protocol era of one POST.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// Handshake era, with the version the request speaks.
+    Legacy(&'static str),
+    /// 2026-07-28: stateless, every request carries its version and capabilities.
+    Modern,
+}
+
+impl Era {
+    /// Picks the era from the `MCP-Protocol-Version` header; a body that declares the modern
+    /// envelope without the header is modern too, so that the missing header is reported.
+    pub fn of(header: Option<&str>, body_declares_modern: bool) -> Result<Era, RpcError> {
+        match header {
+            Some(version) => match LEGACY_VERSIONS.iter().find(|known| **known == version) {
+                Some(known) => Ok(Era::Legacy(known)),
+                None if version == MODERN_VERSION => Ok(Era::Modern),
+                None => Err(unsupported_version(version)),
+            },
+            None if body_declares_modern => Ok(Era::Modern),
+            None => Ok(Era::Legacy(DEFAULT_LEGACY_VERSION)),
+        }
+    }
+
+    /// The HTTP status for a JSON-RPC error code, as the reference SDKs map them.
+    pub fn error_status(self, code: i64) -> u16 {
+        use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+        match (self, code) {
+            (_, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION) => {
+                400
+            }
+            (Era::Modern, INVALID_PARAMS) => 400,
+            (Era::Modern, METHOD_NOT_FOUND) => 404,
+            _ => 200,
+        }
+    }
+}
+
+pub fn unsupported_version(requested: &str) -> RpcError {
+    RpcError::new(
+        &Value::Null,
+        UNSUPPORTED_PROTOCOL_VERSION,
+        format!("Unsupported protocol version {requested:?}"),
+    )
+    .with_data(json!({"supported": supported_versions(), "requested": requested}))
+}
+
+/// Whether a body's `params._meta` names a protocol version (the modern envelope).
+pub fn declares_modern_envelope(message: &Value) -> bool {
+    message
+        .get("params")
+        .and_then(|params| params.get("_meta"))
+        .and_then(|meta| meta.get(PROTOCOL_VERSION_META))
+        .is_some()
+}
+
+/// The 2026-07-28 checks, in the reference SDKs' order: the `_meta` envelope, then
+/// header/body agreement, then the version itself.
+pub fn check_modern_request(
+    id: &Value,
+    method: &str,
+    params: &Map<String, Value>,
+    headers: &McpHeaders,
+) -> Result<(), RpcError> {
+    let Some(Value::Object(meta)) = params.get("_meta") else {
+        return Err(RpcError::new(
+            id,
+            INVALID_PARAMS,
+            format!("Invalid params: params._meta must be an object carrying {PROTOCOL_VERSION_META:?} and {CLIENT_CAPABILITIES_META:?}"),
+        ));
+    };
+    let missing: Vec<&str> = [PROTOCOL_VERSION_META, CLIENT_CAPABILITIES_META]
+        .into_iter()
+        .filter(|key| !meta.contains_key(*key))
+        .collect();
+    if !missing.is_empty() {
+        return Err(RpcError::new(
+            id,
+            INVALID_PARAMS,
+            format!(
+                "Invalid params: params._meta is missing {}",
+                missing.join(" and ")
+            ),
+        ));
+    }
+    check_headers_match_body(id, method, params, meta, headers)?;
+    match meta.get(PROTOCOL_VERSION_META) {
+        Some(Value::String(version)) if version == MODERN_VERSION => Ok(()),
+        Some(Value::String(version)) => Err(RpcError {
+            id: id.clone(),
+            ..unsupported_version(version)
+        }),
+        _ => Err(RpcError::new(
+            id,
+            INVALID_PARAMS,
+            format!("Invalid params: {PROTOCOL_VERSION_META} must be a string"),
+        )),
+    }
+}
+
+fn check_headers_match_body(
+    id: &Value,
+    method: &str,
+    params: &Map<String, Value>,
+    meta: &Map<String, Value>,
+    headers: &McpHeaders,
+) -> Result<(), RpcError> {
+    let mismatch = |message: String| {
+        Err(RpcError::new(
+            id,
+            HEADER_MISMATCH,
+            format!("Header mismatch: {message}"),
+        ))
+    };
+    if let Some(name) = headers.duplicated {
+        return mismatch(format!("the {name} header appears more than once"));
+    }
+    let body_version = meta.get(PROTOCOL_VERSION_META).and_then(Value::as_str);
+    match headers.protocol_version.as_deref() {
+        None => return mismatch("the MCP-Protocol-Version header is missing".into()),
+        Some(header) if Some(header) != body_version => {
+            return mismatch(format!(
+                "MCP-Protocol-Version header {header:?} does not match params._meta {:?}",
+                body_version.unwrap_or("(not a string)")
+            ))
+        }
+        Some(_) => {}
+    }
+    match headers.mcp_method.as_deref() {
+        None => return mismatch("the Mcp-Method header is missing".into()),
+        Some(header) if header != method => {
+            return mismatch(format!(
+                "Mcp-Method header {header:?} does not match body method {method:?}"
+            ))
+        }
+        Some(_) => {}
+    }
+    let Some(name_key) = name_bearing_param(method) else {
+        return Ok(());
+    };
+    let Some(body_name) = params.get(name_key).and_then(Value::as_str) else {
+        return Ok(()); // The method itself reports the missing or malformed name.
+    };
+    match headers.mcp_name.as_deref().map(decode_header_value) {
+        None => mismatch(format!(
+            "the Mcp-Name header is missing (body {name_key} is {body_name:?})"
+        )),
+        Some(None) => mismatch("the Mcp-Name header has a malformed =?base64?...?= value".into()),
+        Some(Some(header)) if header != body_name => mismatch(format!(
+            "Mcp-Name header {header:?} does not match body {name_key} {body_name:?}"
+        )),
+        Some(Some(_)) => Ok(()),
+    }
+}
+
+/// The body parameter that `Mcp-Name` mirrors, for the methods that have one.
+fn name_bearing_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// Decodes a SEP-2243 header value: verbatim, or the UTF-8 inside `=?base64?…?=`.
+/// A malformed or non-canonical sentinel gives `None`, so it never matches a body value.
+pub fn decode_header_value(value: &str) -> Option<String> {
+    let Some(payload) = value
+        .strip_prefix("=?base64?")
+        .and_then(|rest| rest.strip_suffix("?="))
+    else {
+        return Some(value.to_owned());
+    };
+    let engine = base64::engine::general_purpose::STANDARD;
+    let bytes = engine.decode(payload).ok()?;
+    if engine.encode(&bytes) != payload {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modern_headers(method: &str, name: Option<&str>) -> McpHeaders {
+        McpHeaders {
+            protocol_version: Some(MODERN_VERSION.into()),
+            mcp_method: Some(method.into()),
+            mcp_name: name.map(Into::into),
+            ..McpHeaders::default()
+        }
+    }
+
+    fn params(extra: Value) -> Map<String, Value> {
+        let mut params =
+            json!({"_meta": {PROTOCOL_VERSION_META: MODERN_VERSION, CLIENT_CAPABILITIES_META: {}}});
+        if let (Value::Object(params), Value::Object(extra)) = (&mut params, extra) {
+            params.extend(extra);
+        }
+        params.as_object().unwrap().clone()
+    }
+
+    #[test]
+    fn era_follows_the_version_header() {
+        assert_eq!(
+            Era::of(Some("2025-06-18"), false).unwrap(),
+            Era::Legacy("2025-06-18")
+        );
+        assert_eq!(Era::of(Some("2026-07-28"), false).unwrap(), Era::Modern);
+        assert_eq!(Era::of(None, false).unwrap(), Era::Legacy("2025-03-26"));
+        assert_eq!(Era::of(None, true).unwrap(), Era::Modern);
+        let error = Era::of(Some("1999-01-01"), false).unwrap_err();
+        assert_eq!(error.code, UNSUPPORTED_PROTOCOL_VERSION);
+        assert_eq!(
+            error.data.unwrap(),
+            json!({"supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"], "requested": "1999-01-01"})
+        );
+    }
+
+    #[test]
+    fn status_codes_follow_the_reference_table() {
+        assert_eq!(
+            Era::Modern.error_status(crate::jsonrpc::METHOD_NOT_FOUND),
+            404
+        );
+        assert_eq!(Era::Modern.error_status(INVALID_PARAMS), 400);
+        assert_eq!(Era::Modern.error_status(HEADER_MISMATCH), 400);
+        assert_eq!(
+            Era::Modern.error_status(crate::jsonrpc::INTERNAL_ERROR),
+            200
+        );
+        assert_eq!(
+            Era::Legacy("2025-11-25").error_status(crate::jsonrpc::METHOD_NOT_FOUND),
+            200
+        );
+        assert_eq!(Era::Legacy("2025-11-25").error_status(INVALID_PARAMS), 200);
+        assert_eq!(
+            Era::Legacy("2025-11-25").error_status(crate::jsonrpc::PARSE_ERROR),
+            400
+        );
+    }
+
+    #[test]
+    fn modern_request_passes_when_headers_agree() {
+        let headers = modern_headers("tools/call", Some("GetUser"));
+        check_modern_request(
+            &json!(1),
+            "tools/call",
+            &params(json!({"name": "GetUser"})),
+            &headers,
+        )
+        .unwrap();
+        let encoded = modern_headers("tools/call", Some("=?base64?SGVsbG8sIOS4lueVjA==?="));
+        check_modern_request(
+            &json!(1),
+            "tools/call",
+            &params(json!({"name": "Hello, 世界"})),
+            &encoded,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn modern_request_needs_the_envelope() {
+        let headers = modern_headers("tools/list", None);
+        let error =
+            check_modern_request(&json!(1), "tools/list", &Map::new(), &headers).unwrap_err();
+        assert_eq!(error.code, INVALID_PARAMS);
+        let without_capabilities = json!({"_meta": {PROTOCOL_VERSION_META: MODERN_VERSION}});
+        let error = check_modern_request(
+            &json!(1),
+            "tools/list",
+            without_capabilities.as_object().unwrap(),
+            &headers,
+        )
+        .unwrap_err();
+        assert_eq!(
+            error.message,
+            format!("Invalid params: params._meta is missing {CLIENT_CAPABILITIES_META}")
+        );
+    }
+
+    #[test]
+    fn modern_request_refuses_disagreeing_or_missing_headers() {
+        let call = params(json!({"name": "GetUser"}));
+        let cases = [
+            (
+                McpHeaders {
+                    protocol_version: None,
+                    ..modern_headers("tools/call", Some("GetUser"))
+                },
+                "MCP-Protocol-Version header is missing",
+            ),
+            (
+                McpHeaders {
+                    protocol_version: Some("2025-11-25".into()),
+                    ..modern_headers("tools/call", Some("GetUser"))
+                },
+                "does not match params._meta",
+            ),
+            (
+                modern_headers("tools/list", Some("GetUser")),
+                "Mcp-Method header \"tools/list\" does not match",
+            ),
+            (
+                McpHeaders {
+                    mcp_method: None,
+                    ..modern_headers("tools/call", Some("GetUser"))
+                },
+                "Mcp-Method header is missing",
+            ),
+            (
+                modern_headers("tools/call", None),
+                "Mcp-Name header is missing",
+            ),
+            (
+                modern_headers("tools/call", Some("DropTables")),
+                "Mcp-Name header \"DropTables\" does not match body name \"GetUser\"",
+            ),
+            (
+                modern_headers("tools/call", Some("=?base64?!!!?=")),
+                "malformed",
+            ),
+            (
+                McpHeaders {
+                    duplicated: Some("mcp-name"),
+                    ..modern_headers("tools/call", Some("GetUser"))
+                },
+                "mcp-name header appears more than once",
+            ),
+        ];
+        for (headers, expected) in cases {
+            let error = check_modern_request(&json!(7), "tools/call", &call, &headers).unwrap_err();
+            assert_eq!((error.code, error.id.clone()), (HEADER_MISMATCH, json!(7)));
+            assert!(
+                error.message.contains(expected),
+                "{} !~ {expected}",
+                error.message
+            );
+        }
+    }
+
+    #[test]
+    fn modern_request_with_another_version_in_both_places_is_unsupported() {
+        let mut call = params(json!({}));
+        call.insert(
+            "_meta".into(),
+            json!({PROTOCOL_VERSION_META: "2099-01-01", CLIENT_CAPABILITIES_META: {}}),
+        );
+        let headers = McpHeaders {
+            protocol_version: Some("2099-01-01".into()),
+            ..modern_headers("tools/list", None)
+        };
+        let error = check_modern_request(&json!(3), "tools/list", &call, &headers).unwrap_err();
+        assert_eq!(
+            (error.code, error.id),
+            (UNSUPPORTED_PROTOCOL_VERSION, json!(3))
+        );
+    }
+
+    #[test]
+    fn header_values_decode_like_sep_2243() {
+        assert_eq!(decode_header_value("us-west1").as_deref(), Some("us-west1"));
+        assert_eq!(
+            decode_header_value("=?base64?IHBhZGRlZCA=?=").as_deref(),
+            Some(" padded ")
+        );
+        assert_eq!(
+            decode_header_value("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=").as_deref(),
+            Some("=?base64?literal?=")
+        );
+        assert_eq!(decode_header_value("=?base64?not base64?="), None);
+        assert_eq!(decode_header_value("=?base64?SGk=?="), Some("Hi".into()));
+        assert_eq!(
+            decode_header_value("=?base64?SGl=?="),
+            None,
+            "non-canonical padding bits"
+        );
+        assert_eq!(decode_header_value("=?base64?/w==?="), None, "not UTF-8");
+    }
+}
