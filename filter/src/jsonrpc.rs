@@ -40,7 +40,8 @@ pub struct RpcError {
     pub id: Value,
     pub code: i64,
     pub message: String,
-    pub data: Option<Value>,
+    /// Boxed: rare, and it would make every `Result<_, RpcError>` large.
+    pub data: Option<Box<Value>>,
 }
 
 impl RpcError {
@@ -54,7 +55,7 @@ impl RpcError {
     }
 
     pub fn with_data(mut self, data: Value) -> Self {
-        self.data = Some(data);
+        self.data = Some(Box::new(data));
         self
     }
 
@@ -64,7 +65,7 @@ impl RpcError {
         error.insert("code".into(), json!(self.code));
         error.insert("message".into(), json!(self.message));
         if let Some(data) = &self.data {
-            error.insert("data".into(), data.clone());
+            error.insert("data".into(), Value::clone(data));
         }
         json!({"jsonrpc": "2.0", "id": self.id, "error": error})
     }

@@ -242,7 +242,7 @@ mod tests {
         let error = Era::of(Some("1999-01-01"), false).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(
-            error.data.unwrap(),
+            *error.data.unwrap(),
             json!({"supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"], "requested": "1999-01-01"})
         );
     }
