@@ -37,17 +37,22 @@ pub enum Era {
 }
 
 impl Era {
-    /// Picks the era from the `MCP-Protocol-Version` header; a body that declares the modern
-    /// envelope without the header is modern too, so that the missing header is reported.
+    /// Picks the era from the `MCP-Protocol-Version` header. A body that declares the modern
+    /// envelope is modern whatever the header says, so that a missing or contradicting header
+    /// is reported rather than the request served under the other era's rules.
     pub fn of(header: Option<&str>, body_declares_modern: bool) -> Result<Era, RpcError> {
-        match header {
-            Some(version) => match LEGACY_VERSIONS.iter().find(|known| **known == version) {
-                Some(known) => Ok(Era::Legacy(known)),
-                None if version == MODERN_VERSION => Ok(Era::Modern),
-                None => Err(unsupported_version(version)),
-            },
-            None if body_declares_modern => Ok(Era::Modern),
-            None => Ok(Era::Legacy(DEFAULT_LEGACY_VERSION)),
+        let Some(version) = header else {
+            return Ok(if body_declares_modern {
+                Era::Modern
+            } else {
+                Era::Legacy(DEFAULT_LEGACY_VERSION)
+            });
+        };
+        match LEGACY_VERSIONS.iter().find(|known| **known == version) {
+            Some(_) if body_declares_modern => Ok(Era::Modern),
+            Some(known) => Ok(Era::Legacy(known)),
+            None if version == MODERN_VERSION => Ok(Era::Modern),
+            None => Err(unsupported_version(version)),
         }
     }
 
@@ -239,6 +244,11 @@ mod tests {
         assert_eq!(Era::of(Some("2026-07-28"), false).unwrap(), Era::Modern);
         assert_eq!(Era::of(None, false).unwrap(), Era::Legacy("2025-03-26"));
         assert_eq!(Era::of(None, true).unwrap(), Era::Modern);
+        assert_eq!(
+            Era::of(Some("2025-11-25"), true).unwrap(),
+            Era::Modern,
+            "the ladder reports the mismatch"
+        );
         let error = Era::of(Some("1999-01-01"), false).unwrap_err();
         assert_eq!(error.code, UNSUPPORTED_PROTOCOL_VERSION);
         assert_eq!(

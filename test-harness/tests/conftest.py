@@ -9,7 +9,17 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import ENVOY_BIN, UPSTREAM_BIN, WASM, Envoy, Mcp, Upstream  # noqa: E402
+from harness import (  # noqa: E402
+    ENVOY_BIN,
+    UPSTREAM_BIN,
+    WASM,
+    Envoy,
+    Mcp,
+    Upstream,
+    demo_config,
+    plugin_config,
+    set_plugin_config,
+)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -38,3 +48,15 @@ def envoy(upstream: Upstream, request: pytest.FixtureRequest):
 def mcp(envoy: Envoy, upstream: Upstream) -> Mcp:
     upstream.reset()
     return Mcp(envoy.mcp_url)
+
+
+@pytest.fixture(scope="session")
+def paged_envoy(upstream: Upstream):
+    """The demo with one tool per tools/list page, to exercise cursors."""
+    config = demo_config()
+    plugin = plugin_config(config)
+    plugin["tools_list"] = {"page_size": 1, "ttl_ms": 60000}
+    set_plugin_config(config, plugin)
+    proxy = Envoy(upstream, config, name="envoy-paged").start()
+    yield proxy
+    proxy.stop()

@@ -191,6 +191,18 @@ class Envoy:
         return stats
 
 
+MODERN_VERSION = "2026-07-28"
+SUPPORTED_VERSIONS = ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+
+
+def modern_meta() -> dict[str, Any]:
+    return {
+        "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "switchblade-tests", "version": "0"},
+    }
+
+
 class Mcp:
     """Raw JSON-RPC over HTTP to the filter, for tests that check exact answers."""
 
@@ -216,6 +228,20 @@ class Mcp:
         body = response.json()
         assert body["id"] == self.next_id
         return body
+
+    def modern(
+        self, method: str, params: dict[str, Any] | None = None, headers: dict[str, str] | None = None, id: Any = 1
+    ) -> httpx2.Response:
+        """A 2026-07-28 request with the `_meta` envelope and the SEP-2243 headers, which
+        `headers` may override (a value of None drops a header)."""
+        params = dict(params or {})
+        params.setdefault("_meta", modern_meta())
+        all_headers = {"mcp-protocol-version": MODERN_VERSION, "mcp-method": method}
+        if method == "tools/call" and "name" in params:
+            all_headers["mcp-name"] = params["name"]
+        all_headers.update(headers or {})
+        sent = {k: v for k, v in all_headers.items() if v is not None}
+        return self.post({"jsonrpc": "2.0", "id": id, "method": method, "params": params}, headers=sent)
 
     def call_tool(self, name: str, arguments: Any) -> dict[str, Any]:
         body = self.request("tools/call", {"name": name, "arguments": arguments})
