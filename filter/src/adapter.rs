@@ -126,7 +126,7 @@ impl HttpContext for Exchange {
                 Action::Pause
             }
             Route::Mcp => {
-                let headers = mcp_headers();
+                let headers = mcp_headers(self.server.forward_headers());
                 if end_of_stream {
                     self.handle(&headers, &[]);
                     return Action::Pause;
@@ -174,11 +174,16 @@ impl Exchange {
         let mut in_flight = HashMap::with_capacity(calls.len());
         for call in calls {
             let tool = &call.tool;
+            let metadata: Vec<(&str, &[u8])> = call
+                .metadata
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_bytes()))
+                .collect();
             let dispatched = hostcalls::dispatch_grpc_call(
                 &tool.cluster,
                 tool.service_name(),
                 tool.method_name(),
-                Vec::new(),
+                metadata,
                 Some(&call.message),
                 tool.timeout,
             );
@@ -220,12 +225,13 @@ impl Exchange {
 }
 
 /// All the headers the MCP endpoint reads, from one host call (duplicates stay visible).
-fn mcp_headers() -> McpHeaders {
+fn mcp_headers(forward: &[String]) -> McpHeaders {
     match hostcalls::get_map(MapType::HttpRequestHeaders) {
         Ok(pairs) => McpHeaders::from_pairs(
             pairs
                 .iter()
                 .map(|(name, value)| (name.as_str(), value.as_str())),
+            forward,
         ),
         Err(status) => {
             warn!("cannot read the request headers: {status:?}");

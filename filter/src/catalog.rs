@@ -1,7 +1,7 @@
-//! The tool catalog: the configured services' unary methods, compiled once per
-//! configuration into tools with names, descriptions, schemas and call targets.
+//! The tool catalog: the exposed unary methods, compiled once per configuration into tools
+//! with names, descriptions, schemas, hints and call targets.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -9,7 +9,9 @@ use log::info;
 use prost_reflect::{DescriptorPool, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
-use crate::config::{ConfigError, PluginConfig, ServiceConfig};
+use crate::config::{
+    parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride,
+};
 use crate::docs::Docs;
 use crate::schema::{message_schema, Direction};
 
@@ -22,6 +24,8 @@ pub struct Tool {
     pub method: MethodDescriptor,
     pub cluster: String,
     pub timeout: Duration,
+    /// Static gRPC metadata sent with every call.
+    pub metadata: Vec<(String, String)>,
     /// The tool's entry in `tools/list`.
     pub definition: Value,
 }
@@ -48,39 +52,34 @@ impl Catalog {
     pub fn build(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
         let docs = Docs::from_pool(pool);
         let mut catalog = Catalog::default();
-        for (index, service_config) in config.services.iter().enumerate() {
-            let service = pool.get_service_by_name(&service_config.name).ok_or_else(|| {
+        let mut exposed = HashSet::new();
+        for (service_name, service_config) in config.services.iter() {
+            let service = pool.get_service_by_name(service_name).ok_or_else(|| {
                 ConfigError(format!(
-                    "at `services[{index}].name`: service {} is not in the descriptor set; known services: {}",
-                    service_config.name,
+                    "at `services.{service_name}`: service {service_name} is not in the descriptor set; known services: {}",
                     known_services(pool)
                 ))
             })?;
-            for method in service.methods() {
-                if method.is_client_streaming() || method.is_server_streaming() {
-                    info!(
-                        "skipping streaming method {}/{}: only unary methods become tools",
-                        service.full_name(),
-                        method.name()
-                    );
-                    continue;
-                }
-                let tool = build_tool(&service, method, service_config, &docs)?;
-                catalog.insert(tool, index)?;
+            for method in exposed_methods(&service, service_config)? {
+                let selector = format!("{}/{}", service.full_name(), method.name());
+                let overrides = config.tools.get(&selector).cloned().unwrap_or_default();
+                let tool = build_tool(&service, method, service_config, &overrides, &docs)?;
+                catalog.insert(tool, &selector)?;
+                exposed.insert(selector);
             }
         }
+        check_overrides(&config.tools, &exposed)?;
         Ok(catalog)
     }
 
-    fn insert(&mut self, tool: Tool, service_index: usize) -> Result<(), ConfigError> {
+    fn insert(&mut self, tool: Tool, selector: &str) -> Result<(), ConfigError> {
         if let Some(&existing) = self.by_name.get(&tool.name) {
+            let other = &self.tools[existing];
             return Err(ConfigError(format!(
-                "at `services[{service_index}]`: {}/{} would be tool {:?}, which {}/{} already is; tool names must be unique",
-                tool.service_name(),
-                tool.method_name(),
+                "{selector} would be tool {:?}, which {}/{} already is; tool names must be unique (rename one under `tools.{selector}.name`)",
                 tool.name,
-                self.tools[existing].service_name(),
-                self.tools[existing].method_name(),
+                other.service_name(),
+                other.method_name(),
             )));
         }
         self.by_name.insert(tool.name.clone(), self.tools.len());
@@ -107,30 +106,139 @@ impl Catalog {
     }
 }
 
+/// The methods a service's exposure mode selects. `all` skips streaming methods with a log
+/// line each; `selected` refuses them, since the user asked for something that cannot work.
+fn exposed_methods(
+    service: &ServiceDescriptor,
+    config: &ServiceConfig,
+) -> Result<Vec<MethodDescriptor>, ConfigError> {
+    let name = service.full_name();
+    match config.expose {
+        Exposure::None => Ok(Vec::new()),
+        Exposure::All => Ok(service
+            .methods()
+            .filter(|method| {
+                let streaming = streaming_kind(method);
+                if let Some(kind) = streaming {
+                    info!(
+                        "skipping {kind} method {name}/{}: only unary methods become tools",
+                        method.name()
+                    );
+                }
+                streaming.is_none()
+            })
+            .collect()),
+        Exposure::Selected => {
+            let mut methods: Vec<MethodDescriptor> = Vec::with_capacity(config.methods.len());
+            for (index, selector) in config.methods.iter().enumerate() {
+                let at = format!("at `services.{name}.methods[{index}]`");
+                let method = select_method(service, selector)
+                    .map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+                if methods.iter().any(|known| known.name() == method.name()) {
+                    return Err(ConfigError(format!("{at}: {selector} is listed twice")));
+                }
+                if let Some(kind) = streaming_kind(&method) {
+                    return Err(ConfigError(format!(
+                        "{at}: {selector} is a {kind} method; only unary methods can be tools"
+                    )));
+                }
+                methods.push(method);
+            }
+            Ok(methods)
+        }
+    }
+}
+
+fn select_method(service: &ServiceDescriptor, selector: &str) -> Result<MethodDescriptor, String> {
+    let name = service.full_name();
+    let Some((service_part, method_part)) = parse_selector(selector) else {
+        return Err(format!(
+            "{selector:?} is not a method selector; write {name}/Method"
+        ));
+    };
+    if service_part != name {
+        return Err(format!(
+            "{selector} names service {service_part}, not {name}; list it under `services.{service_part}`"
+        ));
+    }
+    service
+        .methods()
+        .find(|method| method.name() == method_part)
+        .ok_or_else(|| {
+            let known: Vec<String> = service
+                .methods()
+                .map(|method| method.name().to_owned())
+                .collect();
+            format!(
+                "service {name} has no method {method_part}; its methods: {}",
+                known.join(", ")
+            )
+        })
+}
+
+fn streaming_kind(method: &MethodDescriptor) -> Option<&'static str> {
+    match (method.is_client_streaming(), method.is_server_streaming()) {
+        (false, false) => None,
+        (false, true) => Some("server-streaming"),
+        (true, false) => Some("client-streaming"),
+        (true, true) => Some("bidirectional-streaming"),
+    }
+}
+
+/// Every override must name a tool that exists, or it silently does nothing.
+fn check_overrides(
+    tools: &BTreeMap<String, ToolOverride>,
+    exposed: &HashSet<String>,
+) -> Result<(), ConfigError> {
+    for selector in tools.keys() {
+        if parse_selector(selector).is_none() {
+            return Err(ConfigError(format!(
+                "at `tools.{selector}`: {selector:?} is not a method selector; write package.Service/Method"
+            )));
+        }
+        if !exposed.contains(selector) {
+            return Err(ConfigError(format!(
+                "at `tools.{selector}`: {selector} is not an exposed method; expose it under `services` or remove the override"
+            )));
+        }
+    }
+    Ok(())
+}
+
 fn build_tool(
     service: &ServiceDescriptor,
     method: MethodDescriptor,
     config: &ServiceConfig,
+    overrides: &ToolOverride,
     docs: &Docs,
 ) -> Result<Tool, ConfigError> {
-    let name = tool_name(service, &method);
+    let selector = format!("{}/{}", service.full_name(), method.name());
+    let name = overrides
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("{}_{}", service.name(), method.name()));
     if !is_valid_tool_name(&name) {
+        let key = if overrides.name.is_some() {
+            format!("at `tools.{selector}.name`: ")
+        } else {
+            String::new()
+        };
         return Err(ConfigError(format!(
-            "tool name {name:?} for {}/{} is not 1-{MAX_TOOL_NAME_LEN} characters of [A-Za-z0-9_-]",
-            service.full_name(),
-            method.name()
+            "{key}tool name {name:?} for {selector} is not 1-{MAX_TOOL_NAME_LEN} characters of [A-Za-z0-9_-]"
         )));
     }
-    let description = docs
-        .method(&method)
-        .map(str::to_owned)
-        .unwrap_or_else(|| format!("Calls {}/{}.", service.full_name(), method.name()));
+    let description = overrides
+        .description
+        .clone()
+        .or_else(|| docs.method(&method).map(str::to_owned))
+        .unwrap_or_else(|| format!("Calls {selector}."));
+    let title = overrides
+        .title
+        .clone()
+        .unwrap_or_else(|| format!("{}: {}", service.name(), method.name()));
     let mut definition = Map::new();
     definition.insert("name".into(), json!(name));
-    definition.insert(
-        "title".into(),
-        json!(format!("{}: {}", service.name(), method.name())),
-    );
+    definition.insert("title".into(), json!(title));
     definition.insert("description".into(), json!(description));
     definition.insert(
         "inputSchema".into(),
@@ -140,22 +248,26 @@ fn build_tool(
         "outputSchema".into(),
         message_schema(&method.output(), Direction::Output, docs),
     );
-    if let Some(annotations) = annotations(&method) {
-        definition.insert("annotations".into(), annotations);
+    let annotations = match &overrides.annotations {
+        Some(annotations) => annotations.to_json(),
+        None => default_annotations(&method),
+    };
+    if !annotations.is_empty() {
+        definition.insert("annotations".into(), Value::Object(annotations));
     }
+    let timeout_ms = overrides.timeout_ms.unwrap_or(config.timeout_ms);
     Ok(Tool {
         name,
         cluster: config.cluster.clone(),
-        timeout: Duration::from_millis(config.timeout_ms),
+        timeout: Duration::from_millis(timeout_ms),
+        metadata: config
+            .metadata
+            .iter()
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect(),
         method,
         definition: Value::Object(definition),
     })
-}
-
-/// `Service_Method`: unique within a configuration unless two packages share a service name,
-/// which the catalog refuses.
-fn tool_name(service: &ServiceDescriptor, method: &MethodDescriptor) -> String {
-    format!("{}_{}", service.name(), method.name())
 }
 
 pub fn is_valid_tool_name(name: &str) -> bool {
@@ -166,7 +278,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 }
 
 /// Hints from the method's `idempotency_level`; hints only, never authorization.
-fn annotations(method: &MethodDescriptor) -> Option<Value> {
+fn default_annotations(method: &MethodDescriptor) -> Map<String, Value> {
     const NO_SIDE_EFFECTS: i32 = 1;
     const IDEMPOTENT: i32 = 2;
     let level = match method
@@ -177,12 +289,16 @@ fn annotations(method: &MethodDescriptor) -> Option<Value> {
         Some(ProtoValue::EnumNumber(level)) => *level,
         _ => 0,
     };
-    match level {
+    let hints = match level {
         NO_SIDE_EFFECTS => {
-            Some(json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true}))
+            json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true})
         }
-        IDEMPOTENT => Some(json!({"readOnlyHint": false, "idempotentHint": true})),
-        _ => None,
+        IDEMPOTENT => json!({"readOnlyHint": false, "idempotentHint": true}),
+        _ => json!({}),
+    };
+    match hints {
+        Value::Object(map) => map,
+        _ => Map::new(),
     }
 }
 
@@ -199,77 +315,5 @@ fn known_services(pool: &DescriptorPool) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::descriptors::embedded_pool;
-
-    fn demo_config() -> PluginConfig {
-        PluginConfig::parse(
-            br#"{"services":[
-                {"name":"demo.catalog.v1.CatalogService","cluster":"catalog","timeout_ms":2500},
-                {"name":"demo.users.v1.UserService","cluster":"users"}]}"#,
-        )
-        .unwrap()
-    }
-
-    #[test]
-    fn unary_methods_become_tools_and_streaming_ones_do_not() {
-        let catalog = Catalog::build(&demo_config(), &embedded_pool().unwrap()).unwrap();
-        let names: Vec<&str> = catalog.tools().map(|t| t.name.as_str()).collect();
-        assert_eq!(
-            names,
-            [
-                "CatalogService_Search",
-                "CatalogService_GetItem",
-                "UserService_GetUser"
-            ]
-        );
-        let get_item = catalog.get("CatalogService_GetItem").unwrap();
-        assert_eq!(get_item.service_name(), "demo.catalog.v1.CatalogService");
-        assert_eq!(get_item.method_name(), "GetItem");
-        assert_eq!(get_item.cluster, "catalog");
-        assert_eq!(get_item.timeout, Duration::from_millis(2500));
-        assert!(catalog.get("CatalogService_WatchItems").is_none());
-    }
-
-    #[test]
-    fn definitions_carry_comments_schemas_and_hints() {
-        let catalog = Catalog::build(&demo_config(), &embedded_pool().unwrap()).unwrap();
-        let definition = &catalog.get("UserService_GetUser").unwrap().definition;
-        assert_eq!(
-            definition["description"],
-            "Fetch a user account by its numeric id. Fails with NOT_FOUND when no user has that id."
-        );
-        assert_eq!(
-            definition["inputSchema"]["properties"]["user_id"]["type"],
-            "integer"
-        );
-        assert_eq!(definition["outputSchema"]["type"], "object");
-        assert_eq!(definition["annotations"]["readOnlyHint"], true);
-    }
-
-    #[test]
-    fn unknown_service_names_the_key_and_the_known_services() {
-        let config =
-            PluginConfig::parse(br#"{"services":[{"name":"demo.Nope","cluster":"c"}]}"#).unwrap();
-        let error = Catalog::build(&config, &embedded_pool().unwrap())
-            .unwrap_err()
-            .0;
-        assert!(
-            error.starts_with(
-                "at `services[0].name`: service demo.Nope is not in the descriptor set"
-            ),
-            "{error}"
-        );
-        assert!(error.contains("demo.users.v1.UserService"), "{error}");
-    }
-
-    #[test]
-    fn tool_names_are_checked() {
-        assert!(is_valid_tool_name("CatalogService_GetItem"));
-        assert!(is_valid_tool_name("a-b_C9"));
-        assert!(!is_valid_tool_name(""));
-        assert!(!is_valid_tool_name("a.b"));
-        assert!(!is_valid_tool_name(&"x".repeat(65)));
-    }
-}
+#[path = "catalog_tests.rs"]
+mod tests;

@@ -1,11 +1,14 @@
 //! The plugin configuration: the JSON in the Wasm filter's `configuration` field.
 //!
 //! Parsing is strict (unknown keys are refused) and every error names the offending key,
-//! because the only place a user sees it is one line in Envoy's log.
+//! because the only place a user sees it is one line in Envoy's log. Checks that need the
+//! descriptors (services, methods, tool names) happen when the catalog is built.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Deserialize;
+use serde_json::{Map, Value};
 
 pub const DEFAULT_MCP_PATH: &str = "/mcp";
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
@@ -20,14 +23,156 @@ pub struct PluginConfig {
     /// Path of the MCP endpoint; requests to any other path pass through untouched.
     #[serde(default = "default_mcp_path")]
     pub mcp_path: String,
-    /// How the server introduces itself in `initialize`.
+    /// How the server introduces itself.
     #[serde(default)]
     pub server: ServerIdentity,
-    /// The gRPC services whose unary methods become tools.
-    pub services: Vec<ServiceConfig>,
+    /// A base64 `FileDescriptorSet` with the services to expose; the embedded demo set if absent.
+    #[serde(default)]
+    pub descriptor_set: Option<String>,
+    /// Fully qualified service name → how to expose it. Tools keep this order.
+    pub services: OrderedMap<ServiceConfig>,
+    /// Per-tool overrides, keyed by method selector (`package.Service/Method`).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolOverride>,
+    /// Request headers forwarded to the upstream as gRPC metadata (lowercase names).
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
     /// How `tools/list` pages and how long clients may cache it.
     #[serde(default)]
     pub tools_list: ToolsListConfig,
+}
+
+/// A JSON object read in order, refusing a key given twice (serde's maps keep the last).
+#[derive(Debug, Clone, PartialEq)]
+pub struct OrderedMap<V>(pub Vec<(String, V)>);
+
+mod ordered_map {
+    use super::OrderedMap;
+    use serde::{Deserialize, Deserializer};
+
+    impl<V> OrderedMap<V> {
+        pub fn iter(&self) -> impl Iterator<Item = (&str, &V)> {
+            self.0.iter().map(|(key, value)| (key.as_str(), value))
+        }
+
+        pub fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
+        fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+            struct Visitor<V>(std::marker::PhantomData<V>);
+            impl<'de, V: Deserialize<'de>> serde::de::Visitor<'de> for Visitor<V> {
+                type Value = OrderedMap<V>;
+                fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                    f.write_str("an object keyed by fully qualified service name")
+                }
+                fn visit_map<A: serde::de::MapAccess<'de>>(
+                    self,
+                    mut map: A,
+                ) -> Result<Self::Value, A::Error> {
+                    let mut entries: Vec<(String, V)> = Vec::new();
+                    while let Some(key) = map.next_key::<String>()? {
+                        if entries.iter().any(|(existing, _)| *existing == key) {
+                            return Err(serde::de::Error::custom(format!("{key} is listed twice")));
+                        }
+                        let value = map.next_value()?;
+                        entries.push((key, value));
+                    }
+                    Ok(OrderedMap(entries))
+                }
+            }
+            deserializer.deserialize_map(Visitor(std::marker::PhantomData))
+        }
+    }
+}
+
+/// The `serverInfo` and `instructions` the server introduces itself with.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServerIdentity {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub title: Option<String>,
+    pub instructions: Option<String>,
+}
+
+/// Which methods of a service become tools.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Every unary method (streaming ones are skipped, with a log line each).
+    #[default]
+    All,
+    /// Only the methods listed in `methods`.
+    Selected,
+    /// None: the service is configured but hidden.
+    None,
+}
+
+/// One gRPC service to expose.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Name of the Envoy cluster (HTTP/2) that serves it.
+    pub cluster: String,
+    #[serde(default)]
+    pub expose: Exposure,
+    /// Method selectors (`package.Service/Method`) for `expose: selected`.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Deadline for each call, in milliseconds; sent upstream as the gRPC deadline.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// gRPC metadata sent with every call to this service.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// What a tool shows of itself, instead of what the descriptors say.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    pub name: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// MCP tool annotations (hints for clients, never authorization).
+    pub annotations: Option<Annotations>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// MCP tool annotations.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Annotations {
+    pub title: Option<String>,
+    pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+}
+
+impl Annotations {
+    /// The annotations object, with only the hints that are set.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        if let Some(title) = &self.title {
+            map.insert("title".into(), Value::String(title.clone()));
+        }
+        let hints = [
+            ("readOnlyHint", self.read_only_hint),
+            ("destructiveHint", self.destructive_hint),
+            ("idempotentHint", self.idempotent_hint),
+            ("openWorldHint", self.open_world_hint),
+        ];
+        for (key, hint) in hints {
+            if let Some(hint) = hint {
+                map.insert(key.into(), Value::Bool(hint));
+            }
+        }
+        map
+    }
 }
 
 /// `tools/list` paging and caching hints.
@@ -59,29 +204,6 @@ fn default_list_ttl_ms() -> u64 {
     DEFAULT_LIST_TTL_MS
 }
 
-/// The `serverInfo` and `instructions` of `initialize`.
-#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
-#[serde(deny_unknown_fields)]
-pub struct ServerIdentity {
-    pub name: Option<String>,
-    pub version: Option<String>,
-    pub title: Option<String>,
-    pub instructions: Option<String>,
-}
-
-/// One gRPC service to expose.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct ServiceConfig {
-    /// Fully qualified service name, for example `demo.catalog.v1.CatalogService`.
-    pub name: String,
-    /// Name of the Envoy cluster (HTTP/2) that serves it.
-    pub cluster: String,
-    /// Deadline for each call, in milliseconds.
-    #[serde(default = "default_timeout_ms")]
-    pub timeout_ms: u64,
-}
-
 fn default_mcp_path() -> String {
     DEFAULT_MCP_PATH.to_owned()
 }
@@ -101,6 +223,20 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
+/// MCP routing headers, which describe the MCP request and not the gRPC one.
+const RESERVED_METADATA: [&str; 9] = [
+    "content-type",
+    "content-length",
+    "te",
+    "host",
+    "connection",
+    "user-agent",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+];
 
 impl PluginConfig {
     /// Parses and checks the configuration bytes Envoy hands to `on_configure`.
@@ -147,34 +283,106 @@ impl PluginConfig {
         }
         if self.services.is_empty() {
             return Err(ConfigError(
-                "at `services`: the list is empty; name at least one gRPC service and its cluster"
-                    .into(),
+                "at `services`: no services; map at least one fully qualified gRPC service name to its cluster".into(),
             ));
         }
-        for (index, service) in self.services.iter().enumerate() {
-            if service.cluster.trim().is_empty() {
+        for (name, service) in self.services.iter() {
+            check_service(name, service)?;
+        }
+        for (selector, tool) in &self.tools {
+            if tool.timeout_ms == Some(0) {
                 return Err(ConfigError(format!(
-                    "at `services[{index}].cluster`: empty; give the name of the Envoy cluster that serves {}",
-                    service.name
+                    "at `tools.{selector}.timeout_ms`: must be greater than 0"
                 )));
             }
-            if service.timeout_ms == 0 {
+        }
+        for (index, header) in self.forward_headers.iter().enumerate() {
+            check_metadata_key(header).map_err(|problem| {
+                ConfigError(format!("at `forward_headers[{index}]`: {problem}"))
+            })?;
+            if self.forward_headers[..index].contains(header) {
                 return Err(ConfigError(format!(
-                    "at `services[{index}].timeout_ms`: must be greater than 0"
-                )));
-            }
-            if let Some(first) = self.services[..index]
-                .iter()
-                .position(|s| s.name == service.name)
-            {
-                return Err(ConfigError(format!(
-                    "at `services[{index}].name`: {} is already configured at `services[{first}]`; list each service once",
-                    service.name
+                    "at `forward_headers[{index}]`: {header:?} is listed twice"
                 )));
             }
         }
         Ok(())
     }
+}
+
+fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError> {
+    let at = |key: &str| format!("at `services.{name}.{key}`");
+    if service.cluster.trim().is_empty() {
+        return Err(ConfigError(format!(
+            "{}: empty; give the name of the Envoy cluster that serves {name}",
+            at("cluster")
+        )));
+    }
+    if service.timeout_ms == 0 {
+        return Err(ConfigError(format!(
+            "{}: must be greater than 0",
+            at("timeout_ms")
+        )));
+    }
+    match (service.expose, service.methods.is_empty()) {
+        (Exposure::Selected, true) => {
+            return Err(ConfigError(format!(
+                "{}: `expose: selected` needs the methods to expose, written {name}/Method",
+                at("methods")
+            )))
+        }
+        (Exposure::All | Exposure::None, false) => {
+            return Err(ConfigError(format!(
+                "{}: methods are only read with `expose: selected`; remove them or set `expose` to \"selected\"",
+                at("methods")
+            )))
+        }
+        _ => {}
+    }
+    for (key, value) in &service.metadata {
+        check_metadata_key(key).map_err(|problem| {
+            ConfigError(format!("{}: {problem}", at(&format!("metadata.{key}"))))
+        })?;
+        if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(ConfigError(format!(
+                "{}: metadata values must be printable ASCII",
+                at(&format!("metadata.{key}"))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// gRPC metadata keys: lowercase `[0-9a-z_.-]`, not reserved, not pseudo-headers, not `grpc-*`,
+/// and not binary (`-bin`), since values here are text.
+fn check_metadata_key(key: &str) -> Result<(), String> {
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+    {
+        return Err(format!(
+            "{key:?} is not a lowercase header name ([0-9a-z_.-])"
+        ));
+    }
+    if key.starts_with("grpc-") || key.ends_with("-bin") || RESERVED_METADATA.contains(&key) {
+        return Err(format!(
+            "{key:?} is reserved for the HTTP/2 and gRPC protocols and cannot be forwarded or set"
+        ));
+    }
+    Ok(())
+}
+
+/// `package.Service/Method`, split.
+pub fn parse_selector(selector: &str) -> Option<(&str, &str)> {
+    let (service, method) = selector.split_once('/')?;
+    let valid = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    };
+    (valid(service) && valid(method) && !method.contains('.')).then_some((service, method))
 }
 
 #[cfg(test)]
@@ -187,9 +395,13 @@ mod tests {
 
     #[test]
     fn minimal_config_gets_defaults() {
-        let config = parse(r#"{"services":[{"name":"a.B","cluster":"c"}]}"#).unwrap();
+        let config = parse(r#"{"services":{"a.B":{"cluster":"c"}}}"#).unwrap();
         assert_eq!(config.mcp_path, "/mcp");
-        assert_eq!(config.services[0].timeout_ms, DEFAULT_TIMEOUT_MS);
+        let (name, service) = config.services.iter().next().unwrap();
+        assert_eq!(
+            (name, service.expose, service.timeout_ms),
+            ("a.B", Exposure::All, DEFAULT_TIMEOUT_MS)
+        );
         assert_eq!(config.server, ServerIdentity::default());
         assert_eq!(
             config.tools_list,
@@ -198,23 +410,57 @@ mod tests {
                 ttl_ms: 300_000
             }
         );
-    }
-
-    #[test]
-    fn unknown_key_is_named_with_its_path() {
-        let error = parse(r#"{"services":[{"name":"a.B","clustr":"c"}]}"#).unwrap_err();
         assert!(
-            error.starts_with("at `services[0].clustr`: unknown field `clustr`"),
-            "{error}"
+            config.descriptor_set.is_none()
+                && config.forward_headers.is_empty()
+                && config.tools.is_empty()
         );
     }
 
     #[test]
-    fn wrong_type_is_named_with_its_path() {
-        let error =
-            parse(r#"{"services":[{"name":"a.B","cluster":"c","timeout_ms":"5s"}]}"#).unwrap_err();
+    fn services_keep_their_order() {
+        let config = parse(
+            r#"{"services":{"z.Z":{"cluster":"c"},"a.A":{"cluster":"c"},"m.M":{"cluster":"c"}}}"#,
+        )
+        .unwrap();
+        let names: Vec<&str> = config.services.iter().map(|(name, _)| name).collect();
+        assert_eq!(names, ["z.Z", "a.A", "m.M"]);
+    }
+
+    #[test]
+    fn full_config_parses() {
+        let config = parse(
+            r#"{"descriptor_set":"AA==","forward_headers":["authorization","x-request-id"],
+                "services":{"a.B":{"cluster":"c","expose":"selected","methods":["a.B/Get"],"timeout_ms":5,"metadata":{"x-tenant":"t1"}}},
+                "tools":{"a.B/Get":{"name":"get","title":"Get","description":"d","timeout_ms":7,"annotations":{"readOnlyHint":true,"openWorldHint":false}}}}"#,
+        )
+        .unwrap();
+        let tool = &config.tools["a.B/Get"];
+        assert_eq!(tool.name.as_deref(), Some("get"));
+        assert_eq!(
+            Value::Object(tool.annotations.as_ref().unwrap().to_json()),
+            serde_json::json!({"readOnlyHint": true, "openWorldHint": false})
+        );
+    }
+
+    #[test]
+    fn unknown_keys_and_wrong_types_are_named_with_their_path() {
+        let error = parse(r#"{"services":{"a.B":{"clustr":"c"}}}"#).unwrap_err();
         assert!(
-            error.starts_with("at `services[0].timeout_ms`: invalid type"),
+            error.starts_with("at `services.a.B.clustr`: unknown field `clustr`"),
+            "{error}"
+        );
+        let error = parse(r#"{"services":{"a.B":{"cluster":"c","timeout_ms":"5s"}}}"#).unwrap_err();
+        assert!(
+            error.starts_with("at `services.a.B.timeout_ms`: invalid type"),
+            "{error}"
+        );
+        let error = parse(r#"{"services":{"a.B":{"cluster":"c","expose":"some"}}}"#).unwrap_err();
+        assert!(error.starts_with("at `services.a.B.expose`: unknown variant `some`, expected one of `all`, `selected`, `none`"), "{error}");
+        let error = parse(r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"nam":"x"}}}"#)
+            .unwrap_err();
+        assert!(
+            error.starts_with("at `tools.a.B/X.nam`: unknown field `nam`"),
             "{error}"
         );
     }
@@ -222,43 +468,105 @@ mod tests {
     #[test]
     fn refuses_empty_and_missing_services() {
         assert!(parse("").unwrap_err().contains("configuration is empty"));
-        assert!(parse("{}")
+        assert_eq!(
+            parse("{}").unwrap_err(),
+            "the configuration is not valid JSON for this filter: missing field `services` at line 1 column 2"
+        );
+        assert_eq!(
+            parse("{").unwrap_err(),
+            "the configuration is not valid JSON for this filter: EOF while parsing an object at line 1 column 1"
+        );
+        assert!(parse(r#"{"services":{}}"#)
             .unwrap_err()
-            .contains("missing field `services`"));
+            .starts_with("at `services`: no services"));
         assert!(parse(r#"{"services":[]}"#)
             .unwrap_err()
-            .starts_with("at `services`: the list is empty"));
+            .starts_with("at `services`: invalid type: sequence"));
+        let twice =
+            parse(r#"{"services":{"a.B":{"cluster":"c"},"a.B":{"cluster":"d"}}}"#).unwrap_err();
+        assert!(twice.contains("a.B is listed twice"), "{twice}");
     }
 
     #[test]
     fn refuses_bad_values() {
-        let error =
-            parse(r#"{"mcp_path":"mcp","services":[{"name":"a.B","cluster":"c"}]}"#).unwrap_err();
-        assert!(error.starts_with("at `mcp_path`"), "{error}");
-        let error =
-            parse(r#"{"tools_list":{"page_size":0},"services":[{"name":"a.B","cluster":"c"}]}"#)
-                .unwrap_err();
-        assert!(
-            error.starts_with("at `tools_list.page_size`: 0 is not between 1 and 1000"),
-            "{error}"
-        );
-        let error = parse(r#"{"services":[{"name":"a.B","cluster":" "}]}"#).unwrap_err();
-        assert!(error.starts_with("at `services[0].cluster`"), "{error}");
-        let error =
-            parse(r#"{"services":[{"name":"a.B","cluster":"c","timeout_ms":0}]}"#).unwrap_err();
-        assert!(error.starts_with("at `services[0].timeout_ms`"), "{error}");
-        let error =
-            parse(r#"{"services":[{"name":"a.B","cluster":"c"},{"name":"a.B","cluster":"d"}]}"#)
-                .unwrap_err();
-        assert!(
-            error.starts_with("at `services[1].name`: a.B is already configured at `services[0]`"),
-            "{error}"
-        );
+        let cases = [
+            (
+                r#"{"mcp_path":"mcp","services":{"a.B":{"cluster":"c"}}}"#,
+                "at `mcp_path`",
+            ),
+            (
+                r#"{"tools_list":{"page_size":0},"services":{"a.B":{"cluster":"c"}}}"#,
+                "at `tools_list.page_size`: 0 is not between 1 and 1000",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":" "}}}"#,
+                "at `services.a.B.cluster`: empty",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","timeout_ms":0}}}"#,
+                "at `services.a.B.timeout_ms`: must be greater than 0",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","expose":"selected"}}}"#,
+                "at `services.a.B.methods`: `expose: selected` needs the methods",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","methods":["a.B/X"]}}}"#,
+                "at `services.a.B.methods`: methods are only read with `expose: selected`",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","metadata":{"X-Up":"1"}}}}"#,
+                "at `services.a.B.metadata.X-Up`: \"X-Up\" is not a lowercase header name",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","metadata":{"grpc-timeout":"1S"}}}}"#,
+                "is reserved",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c","metadata":{"x":"caf\u00e9"}}}}"#,
+                "metadata values must be printable ASCII",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":[":path"]}"#,
+                "at `forward_headers[0]`: \":path\" is not a lowercase header name",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["content-type"]}"#,
+                "at `forward_headers[0]`: \"content-type\" is reserved",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["x-a","x-a"]}"#,
+                "at `forward_headers[1]`: \"x-a\" is listed twice",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"timeout_ms":0}}}"#,
+                "at `tools.a.B/X.timeout_ms`: must be greater than 0",
+            ),
+        ];
+        for (json, expected) in cases {
+            let error = parse(json).unwrap_err();
+            assert!(
+                error.starts_with(expected) || error.contains(expected),
+                "{json}: {error}"
+            );
+        }
     }
 
     #[test]
     fn refuses_trailing_garbage() {
-        let error = parse(r#"{"services":[{"name":"a.B","cluster":"c"}]} x"#).unwrap_err();
+        let error = parse(r#"{"services":{"a.B":{"cluster":"c"}}} x"#).unwrap_err();
         assert!(error.contains("trailing characters"), "{error}");
+    }
+
+    #[test]
+    fn selectors() {
+        assert_eq!(
+            parse_selector("demo.catalog.v1.CatalogService/GetItem"),
+            Some(("demo.catalog.v1.CatalogService", "GetItem"))
+        );
+        assert_eq!(parse_selector("Svc/M"), Some(("Svc", "M")));
+        for bad in ["", "a.B", "a.B/", "/M", "a.B/M/N", "a.B/M.x", "a B/M"] {
+            assert_eq!(parse_selector(bad), None, "{bad}");
+        }
     }
 }

@@ -38,14 +38,24 @@ pub struct McpHeaders {
     /// A routing header sent more than once: readers of the first and the last copy would
     /// disagree, so the modern era refuses it.
     pub duplicated: Option<&'static str>,
+    /// The request headers named in `forward_headers`, in request order (repeats kept).
+    pub forwarded: Vec<(String, String)>,
 }
 
 impl McpHeaders {
-    /// Picks the relevant headers out of all of a request's (name, value) pairs.
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
+    /// Picks the relevant headers out of all of a request's (name, value) pairs, and those
+    /// in `forward` (lowercase names) to send upstream.
+    pub fn from_pairs<'a>(
+        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
+        forward: &[String],
+    ) -> Self {
         let mut headers = McpHeaders::default();
         for (name, value) in pairs {
-            let (slot, routing_name) = match name.to_ascii_lowercase().as_str() {
+            let name = name.to_ascii_lowercase();
+            if forward.contains(&name) {
+                headers.forwarded.push((name.clone(), value.to_owned()));
+            }
+            let (slot, routing_name) = match name.as_str() {
                 "accept" => (&mut headers.accept, None),
                 "content-type" => (&mut headers.content_type, None),
                 "mcp-protocol-version" => {
@@ -180,17 +190,29 @@ mod tests {
 
     #[test]
     fn reads_headers_case_insensitively_and_spots_duplicates() {
-        let headers = McpHeaders::from_pairs([
-            ("Content-Type", "application/json"),
-            ("MCP-Protocol-Version", "2026-07-28"),
-            ("mcp-method", "tools/call"),
-            ("Mcp-Name", "A"),
-            ("x-other", "1"),
-        ]);
+        let headers = McpHeaders::from_pairs(
+            [
+                ("Content-Type", "application/json"),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("Mcp-Name", "A"),
+                ("x-other", "1"),
+                ("Authorization", "Bearer t"),
+                ("x-request-id", "r1"),
+            ],
+            &["authorization".to_owned(), "x-request-id".to_owned()],
+        );
+        assert_eq!(
+            headers.forwarded,
+            [
+                ("authorization".to_owned(), "Bearer t".to_owned()),
+                ("x-request-id".to_owned(), "r1".to_owned())
+            ]
+        );
         assert_eq!(headers.protocol_version.as_deref(), Some("2026-07-28"));
         assert_eq!(headers.mcp_name.as_deref(), Some("A"));
         assert_eq!(headers.duplicated, None);
-        let twice = McpHeaders::from_pairs([("mcp-name", "A"), ("Mcp-Name", "B")]);
+        let twice = McpHeaders::from_pairs([("mcp-name", "A"), ("Mcp-Name", "B")], &[]);
         assert_eq!(
             (twice.mcp_name.as_deref(), twice.duplicated),
             (Some("A"), Some("mcp-name"))

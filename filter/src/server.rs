@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::catalog::{Catalog, Tool};
 use crate::config::{ConfigError, PluginConfig};
-use crate::descriptors::embedded_pool;
+use crate::descriptors::configured_pool;
 use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::{HttpResponse, McpHeaders};
 use crate::jsonrpc::{
@@ -45,6 +45,8 @@ pub struct UpstreamCall {
     pub request_id: Value,
     /// The request message, protobuf-encoded.
     pub message: Vec<u8>,
+    /// gRPC metadata: the service's static metadata, then the forwarded request headers.
+    pub metadata: Vec<(String, String)>,
     era: Era,
     slot: usize,
 }
@@ -110,6 +112,8 @@ pub struct Server {
     tools_list: ToolsListPages,
     /// The `server/discover` result, rendered once.
     discover_result: String,
+    /// Request headers sent upstream as gRPC metadata.
+    forward_headers: Vec<String>,
 }
 
 /// What one message of a body turns into.
@@ -121,14 +125,11 @@ enum Handled {
 }
 
 impl Server {
-    /// Builds the server from the plugin configuration bytes and the embedded descriptors.
+    /// Builds the server from the plugin configuration bytes, with the configuration's own
+    /// descriptor set or the embedded one.
     pub fn from_config_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
         let config = PluginConfig::parse(bytes)?;
-        let pool = embedded_pool().map_err(|error| {
-            ConfigError(format!(
-                "the embedded descriptor set does not load: {error}"
-            ))
-        })?;
+        let pool = configured_pool(config.descriptor_set.as_deref())?;
         Self::new(&config, &pool)
     }
 
@@ -163,6 +164,7 @@ impl Server {
             instructions: identity.instructions.clone(),
             tools_list,
             discover_result,
+            forward_headers: config.forward_headers.clone(),
         })
     }
 
@@ -172,6 +174,11 @@ impl Server {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    /// The request headers this configuration forwards upstream (lowercase).
+    pub fn forward_headers(&self) -> &[String] {
+        &self.forward_headers
     }
 
     /// Answers a POST to the MCP path, or asks for upstream calls.
@@ -303,7 +310,7 @@ impl Server {
                 return Ok(answer_raw(id, &self.discover_result));
             }
             (_, "tools/list") => return self.tools_list(era, id, &params),
-            (_, "tools/call") => return self.call_tool(era, id, &params, slot),
+            (_, "tools/call") => return self.call_tool(era, id, &params, headers, slot),
             _ => return Err(method_not_found(era, id, method)),
         };
         Ok(Handled::Answer(Answer {
@@ -361,6 +368,7 @@ impl Server {
         era: Era,
         id: &Value,
         params: &Map<String, Value>,
+        headers: &McpHeaders,
         slot: usize,
     ) -> Result<Handled, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
@@ -384,6 +392,7 @@ impl Server {
                 tool: Rc::clone(tool),
                 request_id: id.clone(),
                 message,
+                metadata: call_metadata(tool, headers),
                 era,
                 slot,
             })),
@@ -444,6 +453,18 @@ impl Server {
             body: jsonrpc::encode(&jsonrpc::success(id, result)),
         }
     }
+}
+
+/// The service's static metadata, then each forwarded header the request carries (a static
+/// key is not overridden by a client).
+fn call_metadata(tool: &Tool, headers: &McpHeaders) -> Vec<(String, String)> {
+    let mut metadata = tool.metadata.clone();
+    for (name, value) in &headers.forwarded {
+        if !metadata.iter().any(|(key, _)| key == name) {
+            metadata.push((name.clone(), value.clone()));
+        }
+    }
+    metadata
 }
 
 fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64) -> String {

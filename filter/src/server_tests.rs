@@ -4,10 +4,11 @@ use crate::protocol::{CLIENT_CAPABILITIES_META, PROTOCOL_VERSION_META};
 
 const CONFIG: &str = r#"{
     "server": {"name": "demo", "version": "1.2.3", "instructions": "Use the catalog."},
-    "services": [
-        {"name": "demo.catalog.v1.CatalogService", "cluster": "catalog"},
-        {"name": "demo.users.v1.UserService", "cluster": "users"}
-    ]}"#;
+    "forward_headers": ["authorization", "x-request-id"],
+    "services": {
+        "demo.catalog.v1.CatalogService": {"cluster": "catalog"},
+        "demo.users.v1.UserService": {"cluster": "users", "metadata": {"x-tenant": "demo"}}
+    }}"#;
 
 fn server() -> Server {
     Server::from_config_bytes(CONFIG.as_bytes()).unwrap()
@@ -715,5 +716,36 @@ mod modern_era {
             (status, body["error"]["code"].clone()),
             (400, json!(INVALID_REQUEST))
         );
+    }
+}
+
+mod metadata {
+    use super::*;
+
+    #[test]
+    fn calls_carry_static_metadata_and_only_allowlisted_headers() {
+        let server = server();
+        let headers = McpHeaders::from_pairs(
+            [
+                ("content-type", "application/json"),
+                ("authorization", "Bearer abc"),
+                ("x-request-id", "req-1"),
+                ("cookie", "secret"),
+                ("x-tenant", "evil"),
+            ],
+            server.forward_headers(),
+        );
+        let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
+        assert_eq!(
+            sent[0].metadata,
+            [
+                ("x-tenant".to_owned(), "demo".to_owned()),
+                ("authorization".to_owned(), "Bearer abc".to_owned()),
+                ("x-request-id".to_owned(), "req-1".to_owned()),
+            ]
+        );
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
+        let (_, sent) = calls(post(&server, &json_headers(), body));
+        assert!(sent[0].metadata.is_empty());
     }
 }

@@ -130,7 +130,7 @@ mod tests {
 
     fn pages(page_size: usize) -> ToolsListPages {
         let config = PluginConfig::parse(
-            br#"{"services":[{"name":"demo.catalog.v1.CatalogService","cluster":"c"},{"name":"demo.users.v1.UserService","cluster":"c"}]}"#,
+            br#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"}}}"#,
         )
         .unwrap();
         let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();

@@ -3,6 +3,7 @@ with a log line that names the key at fault."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
@@ -34,15 +35,43 @@ def test_envoy_validates(config) -> None:
     assert "serving 3 tools at /mcp" in result.stdout + result.stderr
 
 
+USERS = "demo.users.v1.UserService"
+CATALOG = "demo.catalog.v1.CatalogService"
+
+
+def services(**extra) -> str:
+    """A plugin configuration exposing the catalog service with `extra` settings."""
+    return json.dumps({"services": {CATALOG: {"cluster": "demo_grpc", **extra}}})
+
+
 BAD_PLUGIN_CONFIGS = [
     ("", "the plugin configuration is empty"),
     ("{", "the configuration is not valid JSON for this filter: EOF while parsing an object at line 1 column 1"),
-    ('{"services": []}', "at `services`: the list is empty"),
-    ('{"services": [{"name": "demo.users.v1.UserService", "clustr": "x"}]}', "at `services[0].clustr`: unknown field `clustr`"),
-    ('{"services": [{"name": "demo.users.v1.UserService"}]}', "at `services[0]`: missing field `cluster`"),
-    ('{"services": [{"name": "demo.users.v1.Nope", "cluster": "demo_grpc"}]}',
-     "at `services[0].name`: service demo.users.v1.Nope is not in the descriptor set; known services: "),
-    ('{"mcp_path": "mcp", "services": [{"name": "demo.users.v1.UserService", "cluster": "demo_grpc"}]}', "at `mcp_path`"),
+    ('{"services": {}}', "at `services`: no services"),
+    (json.dumps({"services": {USERS: {"clustr": "x"}}}), f"at `services.{USERS}.clustr`: unknown field `clustr`"),
+    (json.dumps({"services": {USERS: {}}}), f"at `services.{USERS}`: missing field `cluster`"),
+    (json.dumps({"services": {"demo.users.v1.Nope": {"cluster": "demo_grpc"}}}),
+     "at `services.demo.users.v1.Nope`: service demo.users.v1.Nope is not in the descriptor set; known services: "),
+    (json.dumps({"mcp_path": "mcp", "services": {USERS: {"cluster": "demo_grpc"}}}), "at `mcp_path`"),
+    # Exposure policy: every mistake is refused with the key and the fix.
+    (services(expose="selected", methods=[f"{CATALOG}/Nope"]),
+     f"at `services.{CATALOG}.methods[0]`: service {CATALOG} has no method Nope; its methods: Search, GetItem, WatchItems"),
+    (services(expose="selected", methods=["GetItem"]), f"at `services.{CATALOG}.methods[0]`: \"GetItem\" is not a method selector"),
+    (services(expose="selected", methods=[f"{CATALOG}/GetItem", f"{CATALOG}/GetItem"]),
+     f"at `services.{CATALOG}.methods[1]`: {CATALOG}/GetItem is listed twice"),
+    (services(expose="selected", methods=[f"{CATALOG}/WatchItems"]),
+     f"at `services.{CATALOG}.methods[0]`: {CATALOG}/WatchItems is a server-streaming method; only unary methods can be tools"),
+    (services(expose="selected"), f"at `services.{CATALOG}.methods`: `expose: selected` needs the methods"),
+    (json.dumps({"services": {CATALOG: {"cluster": "demo_grpc"}, USERS: {"cluster": "demo_grpc"}},
+                 "tools": {f"{USERS}/GetUser": {"name": "CatalogService_Search"}}}),
+     f"{USERS}/GetUser would be tool \"CatalogService_Search\", which {CATALOG}/Search already is; tool names must be unique"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "tools": {f"{USERS}/GetUser": {"name": "get user"}}}),
+     f"at `tools.{USERS}/GetUser.name`: tool name \"get user\" for {USERS}/GetUser is not 1-64 characters of [A-Za-z0-9_-]"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "tools": {f"{CATALOG}/GetItem": {"title": "x"}}}),
+     f"at `tools.{CATALOG}/GetItem`: {CATALOG}/GetItem is not an exposed method"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "forward_headers": ["Authorization"]}),
+     "at `forward_headers[0]`: \"Authorization\" is not a lowercase header name"),
+    (json.dumps({"descriptor_set": "not base64!", "services": {USERS: {"cluster": "demo_grpc"}}}), "at `descriptor_set`: not base64"),
 ]
 
 
@@ -63,11 +92,11 @@ def test_envoy_refuses_to_start_with_a_bad_plugin_config() -> None:
     upstream = Upstream()  # never started: Envoy must not get that far
     config = demo_config()
     plugin = plugin_config(config)
-    plugin["services"][0]["cluster"] = ""
+    plugin["services"]["demo.catalog.v1.CatalogService"]["cluster"] = ""
     set_plugin_config(config, plugin)
     envoy = Envoy(upstream, config, name="envoy-bad-config").start(wait=False)
     try:
         assert envoy.process.wait(timeout=30) != 0
     finally:
         envoy.stop()
-    assert "invalid plugin configuration: at `services[0].cluster`: empty" in envoy.logs()
+    assert "invalid plugin configuration: at `services.demo.catalog.v1.CatalogService.cluster`: empty" in envoy.logs()

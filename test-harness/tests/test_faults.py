@@ -17,7 +17,7 @@ def isolated():
     upstream = Upstream().start()
     config = demo_config()
     plugin = plugin_config(config)
-    plugin["services"][1]["timeout_ms"] = 300
+    plugin["services"]["demo.users.v1.UserService"]["timeout_ms"] = 300
     set_plugin_config(config, plugin)
     envoy = Envoy(upstream, config, name="envoy-faults")
     try:

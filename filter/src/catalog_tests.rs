@@ -1,0 +1,150 @@
+use super::*;
+use crate::descriptors::embedded_pool;
+
+fn build(json: &str) -> Result<Catalog, String> {
+    let config = PluginConfig::parse(json.as_bytes()).map_err(|e| e.0)?;
+    Catalog::build(&config, &embedded_pool().unwrap()).map_err(|e| e.0)
+}
+
+fn names(catalog: &Catalog) -> Vec<&str> {
+    catalog.tools().map(|t| t.name.as_str()).collect()
+}
+
+const CATALOG: &str = "demo.catalog.v1.CatalogService";
+
+#[test]
+fn all_exposes_unary_methods_and_skips_streaming_ones() {
+    let catalog = build(
+        r#"{"services":{
+            "demo.catalog.v1.CatalogService":{"cluster":"catalog","timeout_ms":2500,"metadata":{"x-tenant":"t1"}},
+            "demo.users.v1.UserService":{"cluster":"users"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        names(&catalog),
+        [
+            "CatalogService_Search",
+            "CatalogService_GetItem",
+            "UserService_GetUser"
+        ]
+    );
+    let get_item = catalog.get("CatalogService_GetItem").unwrap();
+    assert_eq!(
+        (get_item.service_name(), get_item.method_name()),
+        (CATALOG, "GetItem")
+    );
+    assert_eq!(
+        (get_item.cluster.as_str(), get_item.timeout),
+        ("catalog", Duration::from_millis(2500))
+    );
+    assert_eq!(
+        get_item.metadata,
+        [("x-tenant".to_owned(), "t1".to_owned())]
+    );
+    assert!(catalog.get("CatalogService_WatchItems").is_none());
+}
+
+#[test]
+fn selected_exposes_exactly_the_listed_methods_in_order() {
+    let catalog = build(
+        r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected",
+            "methods":["demo.catalog.v1.CatalogService/GetItem","demo.catalog.v1.CatalogService/Search"]}}}"#,
+    )
+    .unwrap();
+    assert_eq!(
+        names(&catalog),
+        ["CatalogService_GetItem", "CatalogService_Search"]
+    );
+}
+
+#[test]
+fn none_exposes_nothing() {
+    let catalog = build(
+        r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"none"},"demo.users.v1.UserService":{"cluster":"u"}}}"#,
+    )
+    .unwrap();
+    assert_eq!(names(&catalog), ["UserService_GetUser"]);
+}
+
+#[test]
+fn definitions_carry_comments_schemas_and_hints() {
+    let catalog =
+        build(r#"{"services":{"demo.users.v1.UserService":{"cluster":"users"}}}"#).unwrap();
+    let definition = &catalog.get("UserService_GetUser").unwrap().definition;
+    assert_eq!(
+        definition["description"],
+        "Fetch a user account by its numeric id. Fails with NOT_FOUND when no user has that id."
+    );
+    assert_eq!(definition["title"], "UserService: GetUser");
+    assert_eq!(
+        definition["inputSchema"]["properties"]["user_id"]["type"],
+        "integer"
+    );
+    assert_eq!(definition["outputSchema"]["type"], "object");
+    assert_eq!(
+        definition["annotations"],
+        json!({"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true})
+    );
+}
+
+#[test]
+fn overrides_replace_what_the_descriptors_say() {
+    let catalog = build(
+        r#"{"services":{"demo.users.v1.UserService":{"cluster":"users","timeout_ms":100}},
+            "tools":{"demo.users.v1.UserService/GetUser":{"name":"get-user","title":"Look up a user","description":"Finds a user.",
+            "timeout_ms":50,"annotations":{"readOnlyHint":true,"openWorldHint":false}}}}"#,
+    )
+    .unwrap();
+    let tool = catalog.get("get-user").unwrap();
+    assert_eq!(tool.timeout, Duration::from_millis(50));
+    assert_eq!(tool.definition["title"], "Look up a user");
+    assert_eq!(tool.definition["description"], "Finds a user.");
+    assert_eq!(
+        tool.definition["annotations"],
+        json!({"readOnlyHint": true, "openWorldHint": false})
+    );
+}
+
+#[test]
+fn configuration_errors_name_the_key_and_the_fix() {
+    let cases = [
+        (r#"{"services":{"demo.Nope":{"cluster":"c"}}}"#, "at `services.demo.Nope`: service demo.Nope is not in the descriptor set; known services: demo.catalog.v1.CatalogService, demo.users.v1.UserService"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["GetItem"]}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.methods[0]`: \"GetItem\" is not a method selector; write demo.catalog.v1.CatalogService/Method"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/Nope"]}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.methods[0]`: service demo.catalog.v1.CatalogService has no method Nope; its methods: Search, GetItem, WatchItems"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.users.v1.UserService/GetUser"]}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.methods[0]`: demo.users.v1.UserService/GetUser names service demo.users.v1.UserService, not demo.catalog.v1.CatalogService; list it under `services.demo.users.v1.UserService`"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/GetItem","demo.catalog.v1.CatalogService/GetItem"]}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.methods[1]`: demo.catalog.v1.CatalogService/GetItem is listed twice"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/WatchItems"]}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.methods[0]`: demo.catalog.v1.CatalogService/WatchItems is a server-streaming method; only unary methods can be tools"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"u"}},
+             "tools":{"demo.users.v1.UserService/GetUser":{"name":"CatalogService_Search"}}}"#,
+         "demo.users.v1.UserService/GetUser would be tool \"CatalogService_Search\", which demo.catalog.v1.CatalogService/Search already is; tool names must be unique"),
+        (r#"{"services":{"demo.users.v1.UserService":{"cluster":"u"}},"tools":{"demo.users.v1.UserService/GetUser":{"name":"get.user"}}}"#,
+         "at `tools.demo.users.v1.UserService/GetUser.name`: tool name \"get.user\" for demo.users.v1.UserService/GetUser is not 1-64 characters of [A-Za-z0-9_-]"),
+        (r#"{"services":{"demo.users.v1.UserService":{"cluster":"u"}},"tools":{"demo.catalog.v1.CatalogService/GetItem":{"name":"x"}}}"#,
+         "at `tools.demo.catalog.v1.CatalogService/GetItem`: demo.catalog.v1.CatalogService/GetItem is not an exposed method"),
+        (r#"{"services":{"demo.users.v1.UserService":{"cluster":"u"}},"tools":{"GetUser":{"name":"x"}}}"#,
+         "at `tools.GetUser`: \"GetUser\" is not a method selector"),
+    ];
+    for (json, expected) in cases {
+        let error = build(json)
+            .err()
+            .unwrap_or_else(|| panic!("accepted: {json}"));
+        assert!(
+            error.starts_with(expected),
+            "\n{json}\n got: {error}\nwant: {expected}"
+        );
+    }
+}
+
+#[test]
+fn tool_names_are_checked() {
+    assert!(is_valid_tool_name("CatalogService_GetItem"));
+    assert!(is_valid_tool_name("a-b_C9"));
+    assert!(!is_valid_tool_name(""));
+    assert!(!is_valid_tool_name("a.b"));
+    assert!(!is_valid_tool_name(&"x".repeat(65)));
+}
