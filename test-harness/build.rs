@@ -1,12 +1,20 @@
-//! Generates the demo services' tonic code from `../proto`, compiled by protox (no protoc).
+//! Generates the demo services' tonic code from `../proto` (embedded in the filter) and
+//! `proto/` (a "user" service the filter does not embed), compiled by protox (no protoc).
 
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
-    println!("cargo:rerun-if-changed={}", proto_root.display());
-    let files = ["demo/catalog/v1/catalog.proto", "demo/users/v1/users.proto"];
-    let descriptors = protox::compile(files, [&proto_root])?;
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let includes = [manifest.join("../proto"), manifest.join("proto")];
+    for include in &includes {
+        println!("cargo:rerun-if-changed={}", include.display());
+    }
+    let files = [
+        "demo/catalog/v1/catalog.proto",
+        "demo/users/v1/users.proto",
+        "acme/inventory/v1/inventory.proto",
+    ];
+    let descriptors = protox::compile(files, &includes)?;
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

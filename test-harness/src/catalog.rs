@@ -124,7 +124,7 @@ impl CatalogService for Catalog {
         request: Request<SearchRequest>,
     ) -> Result<Response<SearchResponse>, Status> {
         self.control
-            .enter("/demo.catalog.v1.CatalogService/Search")
+            .enter("/demo.catalog.v1.CatalogService/Search", request.metadata())
             .await;
         let request = request.into_inner();
         let page_size = match request.page_size {
@@ -165,7 +165,10 @@ impl CatalogService for Catalog {
 
     async fn get_item(&self, request: Request<GetItemRequest>) -> Result<Response<Item>, Status> {
         self.control
-            .enter("/demo.catalog.v1.CatalogService/GetItem")
+            .enter(
+                "/demo.catalog.v1.CatalogService/GetItem",
+                request.metadata(),
+            )
             .await;
         let id = request.into_inner().id;
         inventory()
@@ -182,7 +185,10 @@ impl CatalogService for Catalog {
         request: Request<WatchItemsRequest>,
     ) -> Result<Response<Self::WatchItemsStream>, Status> {
         self.control
-            .enter("/demo.catalog.v1.CatalogService/WatchItems")
+            .enter(
+                "/demo.catalog.v1.CatalogService/WatchItems",
+                request.metadata(),
+            )
             .await;
         let ids = request.into_inner().ids;
         let events: Vec<Result<ItemEvent, Status>> = inventory()

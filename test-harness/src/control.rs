@@ -1,23 +1,34 @@
-//! What tests can see and steer in the upstream: per-method call counts, and an artificial
-//! delay before every answer (to exercise deadlines).
+//! What tests can see and steer in the upstream: per-method call counts, the gRPC metadata
+//! of each method's last call, and an artificial delay before every answer (for deadlines).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use tonic::metadata::{KeyAndValueRef, MetadataMap};
+
 #[derive(Debug, Clone, Default)]
 pub struct Control {
-    counts: Arc<Mutex<BTreeMap<String, u64>>>,
+    state: Arc<Mutex<Seen>>,
     delay_ms: Arc<AtomicU64>,
 }
 
+#[derive(Debug, Default)]
+struct Seen {
+    counts: BTreeMap<String, u64>,
+    metadata: BTreeMap<String, BTreeMap<String, String>>,
+}
+
 impl Control {
-    /// Records one call to `method` (`/package.Service/Method`), then waits out the delay.
-    pub async fn enter(&self, method: &str) {
+    /// Records one call to `method` (`/package.Service/Method`) and its metadata, then waits
+    /// out the delay.
+    pub async fn enter(&self, method: &str, metadata: &MetadataMap) {
         {
-            let mut counts = self.counts.lock().unwrap_or_else(PoisonError::into_inner);
-            *counts.entry(method.to_owned()).or_default() += 1;
+            let mut seen = self.state.lock().unwrap_or_else(PoisonError::into_inner);
+            *seen.counts.entry(method.to_owned()).or_default() += 1;
+            seen.metadata
+                .insert(method.to_owned(), text_entries(metadata));
         }
         let delay = self.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
@@ -25,19 +36,25 @@ impl Control {
         }
     }
 
-    pub fn snapshot(&self) -> BTreeMap<String, u64> {
-        self.counts
+    pub fn counts(&self) -> BTreeMap<String, u64> {
+        self.state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
+            .counts
             .clone()
     }
 
-    /// Clears the counts and the delay.
-    pub fn reset(&self) {
-        self.counts
+    pub fn metadata(&self) -> BTreeMap<String, BTreeMap<String, String>> {
+        self.state
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
-            .clear();
+            .metadata
+            .clone()
+    }
+
+    /// Clears the counts, the metadata and the delay.
+    pub fn reset(&self) {
+        *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Seen::default();
         self.delay_ms.store(0, Ordering::Relaxed);
     }
 
@@ -47,4 +64,16 @@ impl Control {
             Ordering::Relaxed,
         );
     }
+}
+
+fn text_entries(metadata: &MetadataMap) -> BTreeMap<String, String> {
+    metadata
+        .iter()
+        .filter_map(|entry| match entry {
+            KeyAndValueRef::Ascii(key, value) => {
+                Some((key.to_string(), value.to_str().ok()?.to_owned()))
+            }
+            KeyAndValueRef::Binary(..) => None,
+        })
+        .collect()
 }

@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod control;
+pub mod inventory;
 pub mod users;
 
 pub mod proto {
@@ -11,5 +12,8 @@ pub mod proto {
     }
     pub mod users {
         tonic::include_proto!("demo.users.v1");
+    }
+    pub mod inventory {
+        tonic::include_proto!("acme.inventory.v1");
     }
 }

@@ -34,7 +34,7 @@ pub fn find_user(user_id: i32) -> Option<User> {
 impl UserService for Users {
     async fn get_user(&self, request: Request<GetUserRequest>) -> Result<Response<User>, Status> {
         self.control
-            .enter("/demo.users.v1.UserService/GetUser")
+            .enter("/demo.users.v1.UserService/GetUser", request.metadata())
             .await;
         let user_id = request.into_inner().user_id;
         find_user(user_id)

@@ -16,9 +16,7 @@ from harness import (  # noqa: E402
     Envoy,
     Mcp,
     Upstream,
-    demo_config,
-    plugin_config,
-    set_plugin_config,
+    demo_plugin,
 )
 
 
@@ -53,10 +51,8 @@ def mcp(envoy: Envoy, upstream: Upstream) -> Mcp:
 @pytest.fixture(scope="session")
 def paged_envoy(upstream: Upstream):
     """The demo with one tool per tools/list page, to exercise cursors."""
-    config = demo_config()
-    plugin = plugin_config(config)
+    plugin = demo_plugin()
     plugin["tools_list"] = {"page_size": 1, "ttl_ms": 60000}
-    set_plugin_config(config, plugin)
-    proxy = Envoy(upstream, config, name="envoy-paged").start()
+    proxy = Envoy(upstream, plugin, name="envoy-paged").start()
     yield proxy
     proxy.stop()

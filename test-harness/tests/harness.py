@@ -76,6 +76,10 @@ class Upstream:
     def calls(self) -> dict[str, int]:
         return httpx2.get(f"{self.control_url}/calls", timeout=2).raise_for_status().json()
 
+    def metadata(self, method: str) -> dict[str, str]:
+        """The gRPC metadata of the last call to `method` (`/package.Service/Method`)."""
+        return httpx2.get(f"{self.control_url}/metadata", timeout=2).raise_for_status().json()[method]
+
     def total_calls(self) -> int:
         return sum(self.calls().values())
 
@@ -87,36 +91,79 @@ class Upstream:
         httpx2.post(f"{self.control_url}/delay", params={"ms": ms}, timeout=2).raise_for_status()
 
 
+DEMO_ECDS = REPO / "envoy/ecds/demo.yaml"
+ECDS_STATS = "extension_config_discovery.http_filter.switchblade"
+
+
 def demo_config() -> dict[str, Any]:
+    """The demo bootstrap, whose switchblade filter is configured through ECDS."""
     return yaml.safe_load(DEMO_CONFIG.read_text())
 
 
-def switchblade_filter(config: dict[str, Any]) -> dict[str, Any]:
+def demo_plugin() -> dict[str, Any]:
+    """The demo's plugin configuration (the JSON inside envoy/ecds/demo.yaml)."""
+    resource = yaml.safe_load(DEMO_ECDS.read_text())["resources"][0]
+    return json.loads(resource["typed_config"]["config"]["configuration"]["value"])
+
+
+def wasm_typed_config(plugin: dict[str, Any] | str) -> dict[str, Any]:
+    """The Wasm filter's typed_config for a plugin configuration (a dict, or raw text)."""
+    resource = yaml.safe_load(DEMO_ECDS.read_text())["resources"][0]
+    typed = resource["typed_config"]
+    typed["config"]["vm_config"]["code"]["local"]["filename"] = str(WASM)
+    typed["config"]["configuration"]["value"] = plugin if isinstance(plugin, str) else json.dumps(plugin)
+    return typed
+
+
+def ecds_resource(plugin: dict[str, Any] | str) -> str:
+    return yaml.safe_dump({"resources": [{
+        "@type": "type.googleapis.com/envoy.config.core.v3.TypedExtensionConfig",
+        "name": "switchblade",
+        "typed_config": wasm_typed_config(plugin),
+    }]})
+
+
+def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
     listener = config["static_resources"]["listeners"][0]
-    manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
-    return next(f for f in manager["http_filters"] if f["name"] == "switchblade")["typed_config"]["config"]
+    return listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"]
 
 
-def plugin_config(config: dict[str, Any]) -> dict[str, Any]:
-    return json.loads(switchblade_filter(config)["configuration"]["value"])
-
-
-def set_plugin_config(config: dict[str, Any], plugin: dict[str, Any] | str) -> None:
-    value = plugin if isinstance(plugin, str) else json.dumps(plugin)
-    switchblade_filter(config)["configuration"]["value"] = value
+def static_bootstrap(plugin: dict[str, Any] | str) -> dict[str, Any]:
+    """The demo bootstrap with the plugin configuration inline instead of from ECDS, as
+    `envoy --mode validate` loads and checks it."""
+    config = demo_config()
+    for entry in http_filters(config):
+        if entry["name"] == "switchblade":
+            entry.pop("config_discovery")
+            entry["typed_config"] = wasm_typed_config(plugin)
+    return config
 
 
 class Envoy:
-    """A real Envoy running a copy of envoy/demo.yaml on free ports, pointed at an upstream."""
+    """A real Envoy running the demo bootstrap on free ports, pointed at an upstream.
 
-    def __init__(self, upstream: Upstream, config: dict[str, Any] | None = None, name: str = "envoy") -> None:
+    The switchblade filter reads its configuration from this instance's own ECDS file, so a
+    test can swap it while Envoy runs. Pass `bootstrap` to run another bootstrap instead.
+    """
+
+    def __init__(
+        self,
+        upstream: Upstream,
+        plugin: dict[str, Any] | str | None = None,
+        bootstrap: dict[str, Any] | None = None,
+        name: str = "envoy",
+    ) -> None:
         self.upstream = upstream
         self.port = free_port()
         self.admin_port = free_port()
-        self.config = copy.deepcopy(config) if config is not None else demo_config()
         self.name = name
-        self.log_path = WORK / f"{name}-{self.port}.log"
-        self.config_path = WORK / f"{name}-{self.port}.yaml"
+        self.dir = WORK / f"{name}-{self.port}"
+        self.ecds_dir = self.dir / "ecds"
+        self.ecds_path = self.ecds_dir / "switchblade.yaml"
+        self.log_path = self.dir / "envoy.log"
+        self.config_path = self.dir / "envoy.yaml"
+        self.plugin = plugin if plugin is not None else demo_plugin()
+        self.config = copy.deepcopy(bootstrap) if bootstrap is not None else demo_config()
         self.process: subprocess.Popen | None = None
         self._retarget()
 
@@ -130,7 +177,15 @@ class Envoy:
                 for group in cluster["load_assignment"]["endpoints"]:
                     for endpoint in group["lb_endpoints"]:
                         endpoint["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
-        switchblade_filter(config)["vm_config"]["code"]["local"]["filename"] = str(WASM)
+        for entry in http_filters(config):
+            if entry["name"] != "switchblade":
+                continue
+            if "config_discovery" in entry:
+                source = entry["config_discovery"]["config_source"]["path_config_source"]
+                source["path"] = str(self.ecds_path)
+                source["watched_directory"]["path"] = str(self.ecds_dir)
+            else:
+                entry["typed_config"]["config"]["vm_config"]["code"]["local"]["filename"] = str(WASM)
 
     def command(self) -> list[str]:
         return [
@@ -139,17 +194,41 @@ class Envoy:
             "--disable-hot-restart",
             "--concurrency", "1",
             "--log-level", "warn",
-            "--component-log-level", "wasm:info",
+            "--component-log-level", "wasm:info,config:info",
         ]
 
     def start(self, wait: bool = True) -> "Envoy":
-        WORK.mkdir(exist_ok=True)
+        self.ecds_dir.mkdir(parents=True, exist_ok=True)
+        self.ecds_path.write_text(ecds_resource(self.plugin))
         self.config_path.write_text(yaml.safe_dump(self.config))
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT)
         if wait:
             wait_until(self.is_ready, f"envoy (log: {self.log_path})", process=self.process)
         return self
+
+    def swap_plugin(self, plugin: dict[str, Any] | str, timeout: float = 10.0) -> bool:
+        """Replaces the plugin configuration the way an operator would (write beside, rename
+        over), and waits until Envoy has accepted (True) or rejected (False) it."""
+        def counter(stats: dict[str, int], outcome: str) -> int:
+            return stats.get(f"{ECDS_STATS}.{outcome}", 0)
+
+        before = self.stats()
+        staged = self.ecds_dir / "switchblade.next.yaml"
+        staged.write_text(ecds_resource(plugin))
+        staged.rename(self.ecds_path)
+        outcome: list[bool] = []
+
+        def settled() -> bool:
+            now = self.stats()
+            if counter(now, "update_success") > counter(before, "update_success"):
+                outcome.append(True)
+            elif counter(now, "update_rejected") > counter(before, "update_rejected"):
+                outcome.append(False)
+            return bool(outcome)
+
+        wait_until(settled, "ECDS update", timeout=timeout, process=self.process)
+        return outcome[0]
 
     def is_ready(self) -> bool:
         return httpx2.get(f"{self.admin_url}/ready", timeout=1).status_code == 200

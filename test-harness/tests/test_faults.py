@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness import Envoy, Mcp, Upstream, demo_config, plugin_config, set_plugin_config
+from harness import Envoy, Mcp, Upstream, demo_plugin
 
 
 @pytest.fixture
@@ -15,11 +15,9 @@ def isolated():
 
     UserService gets a 300 ms deadline."""
     upstream = Upstream().start()
-    config = demo_config()
-    plugin = plugin_config(config)
+    plugin = demo_plugin()
     plugin["services"]["demo.users.v1.UserService"]["timeout_ms"] = 300
-    set_plugin_config(config, plugin)
-    envoy = Envoy(upstream, config, name="envoy-faults")
+    envoy = Envoy(upstream, plugin, name="envoy-faults")
     try:
         envoy.start()
         yield envoy, upstream

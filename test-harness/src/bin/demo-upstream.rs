@@ -1,8 +1,10 @@
 //! The demo gRPC upstream: `demo-upstream [--grpc ADDR] [--control ADDR]`.
 //!
-//! Serves CatalogService and UserService over HTTP/2 on `--grpc` (default 127.0.0.1:50051)
+//! Serves the demo CatalogService and UserService, and acme.inventory.v1.InventoryService (a
+//! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051)
 //! and a control API over HTTP/1.1 on `--control` (default 127.0.0.1:50052):
-//! `GET /calls` returns the per-method call counts as JSON, `POST /delay?ms=N` delays every
+//! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
+//! of each method's last call, `POST /delay?ms=N` delays every
 //! later answer by N milliseconds, `POST /reset` clears the counts and the delay.
 
 use std::error::Error;
@@ -15,7 +17,9 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use switchblade_test_harness::catalog::Catalog;
 use switchblade_test_harness::control::Control;
+use switchblade_test_harness::inventory::Inventory;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
+use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::users::Users;
 
@@ -65,7 +69,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .add_service(CatalogServiceServer::new(Catalog {
             control: control.clone(),
         }))
-        .add_service(UserServiceServer::new(Users { control }))
+        .add_service(UserServiceServer::new(Users {
+            control: control.clone(),
+        }))
+        .add_service(InventoryServiceServer::new(Inventory { control }))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
             shutdown(),
@@ -83,9 +90,14 @@ struct Delay {
 
 fn control_api(control: Control) -> Router {
     let calls = control.clone();
+    let metadata = control.clone();
     let delay = control.clone();
     Router::new()
-        .route("/calls", get(move || async move { Json(calls.snapshot()) }))
+        .route("/calls", get(move || async move { Json(calls.counts()) }))
+        .route(
+            "/metadata",
+            get(move || async move { Json(metadata.metadata()) }),
+        )
         .route(
             "/delay",
             post(move |Query(Delay { ms }): Query<Delay>| async move {
