@@ -138,32 +138,34 @@ impl HttpResponse {
     }
 
     pub fn method_not_allowed() -> Self {
-        let error = RpcError::new(
-            &Value::Null,
-            INVALID_REQUEST,
+        let mut response = Self::refused(
+            405,
             "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream, no sessions)",
         );
-        let mut response = Self::rpc_error(405, &error);
         response.headers.push(("allow", "POST"));
         response
     }
 
     pub fn not_acceptable() -> Self {
-        let error = RpcError::new(
-            &Value::Null,
-            INVALID_REQUEST,
+        Self::refused(
+            406,
             "Not Acceptable: this endpoint answers with application/json; include it in the Accept header",
-        );
-        Self::rpc_error(406, &error)
+        )
     }
 
     pub fn unsupported_media_type() -> Self {
-        let error = RpcError::new(
-            &Value::Null,
-            INVALID_REQUEST,
+        Self::refused(
+            415,
             "Unsupported Media Type: Content-Type must be application/json",
-        );
-        Self::rpc_error(415, &error)
+        )
+    }
+
+    /// An HTTP-level refusal, before any JSON-RPC id is known.
+    fn refused(status: u16, message: &str) -> Self {
+        Self::rpc_error(
+            status,
+            &RpcError::new(&Value::Null, INVALID_REQUEST, message),
+        )
     }
 }
 

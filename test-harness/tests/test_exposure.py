@@ -99,8 +99,8 @@ def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Up
 
 def test_nothing_is_forwarded_unless_listed(live: Envoy, upstream: Upstream) -> None:
     mcp = Mcp(live.mcp_url)
-    plugin = demo_plugin()
-    assert "forward_headers" in plugin  # the demo forwards three; this test runs without the list
+    # The demo forwards authorization, x-request-id and traceparent: other headers stay behind.
+    assert demo_plugin()["forward_headers"] == ["authorization", "x-request-id", "traceparent"]
     upstream.reset()
     mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
               "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}},
