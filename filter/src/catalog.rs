@@ -14,6 +14,7 @@ use crate::config::{
 };
 use crate::docs::Docs;
 use crate::schema::{message_schema, Direction};
+use crate::strict::InputRules;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 
@@ -46,12 +47,17 @@ impl Tool {
 pub struct Catalog {
     tools: Vec<Rc<Tool>>,
     by_name: HashMap<String, usize>,
+    /// Required fields of every message, for the checks the JSON parser does not make.
+    rules: InputRules,
 }
 
 impl Catalog {
     pub fn build(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
         let docs = Docs::from_pool(pool);
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog {
+            rules: InputRules::build(pool),
+            ..Catalog::default()
+        };
         let mut exposed = HashSet::new();
         for (service_name, service_config) in config.services.iter() {
             let service = pool.get_service_by_name(service_name).ok_or_else(|| {
@@ -85,6 +91,10 @@ impl Catalog {
         self.by_name.insert(tool.name.clone(), self.tools.len());
         self.tools.push(Rc::new(tool));
         Ok(())
+    }
+
+    pub fn rules(&self) -> &InputRules {
+        &self.rules
     }
 
     pub fn get(&self, name: &str) -> Option<&Rc<Tool>> {

@@ -2,6 +2,8 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::strict_json::{self, DuplicateKey, ParseError};
+
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
@@ -71,17 +73,37 @@ impl RpcError {
     }
 }
 
+/// A POST body, and the first key it gives twice, if any (the body then holds the last value).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parsed {
+    pub body: Body,
+    pub duplicate: Option<DuplicateKey>,
+}
+
 /// Reads a POST body as JSON: one message or a batch.
-pub fn parse_body(body: &[u8]) -> Result<Body, RpcError> {
-    match serde_json::from_slice(body) {
-        Ok(Value::Array(batch)) => Ok(Body::Batch(batch)),
-        Ok(single) => Ok(Body::Single(single)),
-        Err(error) => Err(RpcError::new(
-            &Value::Null,
-            PARSE_ERROR,
-            format!("Parse error: body is not valid JSON: {error}"),
-        )),
-    }
+pub fn parse_body(bytes: &[u8]) -> Result<Parsed, RpcError> {
+    let (value, duplicate) = match strict_json::parse(bytes) {
+        Ok(value) => (value, None),
+        Err(ParseError::Syntax(error)) => return Err(parse_error(&error)),
+        // Read again, keeping the last value, to answer in terms of the request.
+        Err(ParseError::Duplicate(duplicate)) => (
+            serde_json::from_slice(bytes).map_err(|error| parse_error(&error))?,
+            Some(duplicate),
+        ),
+    };
+    let body = match value {
+        Value::Array(batch) => Body::Batch(batch),
+        single => Body::Single(single),
+    };
+    Ok(Parsed { body, duplicate })
+}
+
+fn parse_error(error: &serde_json::Error) -> RpcError {
+    RpcError::new(
+        &Value::Null,
+        PARSE_ERROR,
+        format!("Parse error: body is not valid JSON: {error}"),
+    )
 }
 
 /// Classifies one message of a body.
@@ -165,7 +187,7 @@ mod tests {
     use super::*;
 
     fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
-        match parse_body(body)? {
+        match parse_body(body)?.body {
             Body::Single(message) => classify(message),
             Body::Batch(_) => panic!("unexpected batch"),
         }
@@ -208,8 +230,22 @@ mod tests {
     #[test]
     fn batches_are_arrays() {
         assert_eq!(
-            parse_body(b"[1, {}]").unwrap(),
+            parse_body(b"[1, {}]").unwrap().body,
             Body::Batch(vec![json!(1), json!({})])
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_reported_with_the_last_value_kept() {
+        let parsed = parse_body(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#).unwrap();
+        assert_eq!(parsed.duplicate.unwrap().key, "id");
+        assert_eq!(
+            parsed.body,
+            Body::Single(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
+        );
+        assert_eq!(
+            parse_body(br#"{"a":1,"a":2"#).unwrap_err().code,
+            PARSE_ERROR
         );
     }
 

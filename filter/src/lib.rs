@@ -14,6 +14,8 @@ pub mod jsonrpc;
 pub mod protocol;
 pub mod schema;
 pub mod server;
+pub mod strict;
+pub mod strict_json;
 pub mod tools_list;
 pub mod transcode;
 

@@ -86,7 +86,7 @@ impl Builder<'_> {
     /// are those without presence, since the transcoder emits their defaults.
     fn is_required(&self, field: &FieldDescriptor) -> bool {
         match self.direction {
-            Direction::Input => field.cardinality() == prost_reflect::Cardinality::Required,
+            Direction::Input => crate::strict::is_required(&field.parent_pool(), field),
             Direction::Output => {
                 !field.supports_presence()
                     || field.cardinality() == prost_reflect::Cardinality::Required

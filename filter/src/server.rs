@@ -20,8 +20,9 @@ use crate::protocol::{
     check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION,
     LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META,
 };
+use crate::strict_json::DuplicateKey;
 use crate::tools_list::ToolsListPages;
-use crate::transcode::{decode_response, encode_arguments, json_type};
+use crate::transcode::{decode_response, encode_arguments, json_type, ArgumentError};
 
 /// A POST to the MCP path.
 #[derive(Debug, Clone, Copy)]
@@ -116,6 +117,16 @@ pub struct Server {
     forward_headers: Vec<String>,
 }
 
+/// What every message of one POST shares.
+struct RequestContext<'a> {
+    era: Era,
+    batch: bool,
+    headers: &'a McpHeaders,
+    /// A key given twice inside a single request's `params.arguments`: the tool call is
+    /// refused like any other bad argument, naming the path.
+    duplicate_argument: Option<ArgumentError>,
+}
+
 /// What one message of a body turns into.
 enum Handled {
     /// Nothing to answer (a notification, or a client's response).
@@ -190,20 +201,49 @@ impl Server {
         if !headers.content_type_is_json() {
             return Outcome::Respond(HttpResponse::unsupported_media_type());
         }
-        let (messages, batch) = match jsonrpc::parse_body(request.body) {
+        let parsed = match jsonrpc::parse_body(request.body) {
             Err(error) => return respond_error(400, &error),
-            Ok(Body::Single(message)) => (vec![message], false),
-            Ok(Body::Batch(messages)) => (messages, true),
+            Ok(parsed) => parsed,
+        };
+        let (messages, batch) = match parsed.body {
+            Body::Single(message) => (vec![message], false),
+            Body::Batch(messages) => (messages, true),
+        };
+        let first_id = || {
+            if batch {
+                Value::Null
+            } else {
+                messages.first().map(request_id).unwrap_or(Value::Null)
+            }
+        };
+        let duplicate_argument = match parsed.duplicate {
+            None => None,
+            Some(duplicate) => match argument_duplicate(&duplicate, batch) {
+                Some(error) => Some(error),
+                None => {
+                    let message = format!(
+                        "Invalid Request: duplicate key `{}` at `{}`",
+                        duplicate.key, duplicate.path
+                    );
+                    return respond_error(
+                        400,
+                        &RpcError::new(&first_id(), INVALID_REQUEST, message),
+                    );
+                }
+            },
         };
         let version_header = headers.protocol_version.as_deref();
         let declares_modern = !batch && messages.iter().any(declares_modern_envelope);
         let era = match Era::of(version_header, declares_modern) {
             Ok(era) => era,
-            Err(mut error) => {
-                if !batch {
-                    error.id = request_id(&messages[0]);
-                }
-                return respond_error(400, &error);
+            Err(error) => {
+                return respond_error(
+                    400,
+                    &RpcError {
+                        id: first_id(),
+                        ..error
+                    },
+                )
             }
         };
         if batch {
@@ -211,18 +251,24 @@ impl Server {
                 return respond_error(400, &refusal);
             }
         }
-        self.plan(era, batch, messages, headers)
+        let context = RequestContext {
+            era,
+            batch,
+            headers,
+            duplicate_argument,
+        };
+        self.plan(&context, messages)
     }
 
-    fn plan(&self, era: Era, batch: bool, messages: Vec<Value>, headers: &McpHeaders) -> Outcome {
+    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>) -> Outcome {
         let mut reply = Reply {
-            batch,
+            batch: context.batch,
             slots: Vec::with_capacity(messages.len()),
         };
         let mut calls = Vec::new();
         for message in messages {
             let slot = reply.slots.len();
-            match self.handle_message(era, batch, message, headers, slot) {
+            match self.handle_message(context, message, slot) {
                 Handled::Nothing => {}
                 Handled::Answer(answer) => reply.slots.push(Some(answer)),
                 Handled::Call(call) => {
@@ -238,14 +284,8 @@ impl Server {
         }
     }
 
-    fn handle_message(
-        &self,
-        era: Era,
-        batch: bool,
-        message: Value,
-        headers: &McpHeaders,
-        slot: usize,
-    ) -> Handled {
+    fn handle_message(&self, context: &RequestContext<'_>, message: Value, slot: usize) -> Handled {
+        let era = context.era;
         let incoming = match jsonrpc::classify(message) {
             Ok(incoming) => incoming,
             Err(error) => return Handled::Answer(error_answer(era, &error)),
@@ -261,27 +301,22 @@ impl Server {
                 ),
             )),
             Incoming::Response => Handled::Nothing,
-            Incoming::Request { id, method, params } => {
-                match self.handle_request(era, batch, &id, &method, params, headers, slot) {
-                    Ok(Handled::Answer(answer)) => Handled::Answer(answer),
-                    Ok(other) => other,
-                    Err(error) => Handled::Answer(error_answer(era, &error)),
-                }
-            }
+            Incoming::Request { id, method, params } => match self.handle_request(context, &id, &method, params, slot) {
+                Ok(handled) => handled,
+                Err(error) => Handled::Answer(error_answer(era, &error)),
+            },
         }
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn handle_request(
         &self,
-        era: Era,
-        batch: bool,
+        context: &RequestContext<'_>,
         id: &Value,
         method: &str,
         params: Option<Value>,
-        headers: &McpHeaders,
         slot: usize,
     ) -> Result<Handled, RpcError> {
+        let era = context.era;
         let params = match params {
             None => Map::new(),
             Some(Value::Object(params)) => params,
@@ -294,10 +329,10 @@ impl Server {
             }
         };
         if era == Era::Modern {
-            check_modern_request(id, method, &params, headers)?;
+            check_modern_request(id, method, &params, context.headers)?;
         }
         let result = match (era, method) {
-            (Era::Legacy(_), "initialize") if batch => {
+            (Era::Legacy(_), "initialize") if context.batch => {
                 return Err(RpcError::new(
                     id,
                     INVALID_REQUEST,
@@ -306,11 +341,9 @@ impl Server {
             }
             (Era::Legacy(_), "initialize") => self.initialize(&params),
             (Era::Legacy(_), "ping") => json!({}),
-            (Era::Modern, "server/discover") => {
-                return Ok(answer_raw(id, &self.discover_result));
-            }
+            (Era::Modern, "server/discover") => return Ok(answer_raw(id, &self.discover_result)),
             (_, "tools/list") => return self.tools_list(era, id, &params),
-            (_, "tools/call") => return self.call_tool(era, id, &params, headers, slot),
+            (_, "tools/call") => return self.call_tool(context, id, &params, slot),
             _ => return Err(method_not_found(era, id, method)),
         };
         Ok(Handled::Answer(Answer {
@@ -365,12 +398,12 @@ impl Server {
 
     fn call_tool(
         &self,
-        era: Era,
+        context: &RequestContext<'_>,
         id: &Value,
         params: &Map<String, Value>,
-        headers: &McpHeaders,
         slot: usize,
     ) -> Result<Handled, RpcError> {
+        let era = context.era;
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(RpcError::new(
                 id,
@@ -387,12 +420,21 @@ impl Server {
             None | Some(Value::Null) => &empty,
             Some(arguments) => arguments,
         };
-        match encode_arguments(&tool.method.input(), arguments) {
+        let checked = match &context.duplicate_argument {
+            Some(duplicate) => Err(duplicate.clone()),
+            None => encode_arguments(&tool.method.input(), arguments).and_then(|message| {
+                self.catalog
+                    .rules()
+                    .check(&tool.method.input(), arguments)?;
+                Ok(message)
+            }),
+        };
+        match checked {
             Ok(message) => Ok(Handled::Call(UpstreamCall {
                 tool: Rc::clone(tool),
                 request_id: id.clone(),
                 message,
-                metadata: call_metadata(tool, headers),
+                metadata: call_metadata(tool, context.headers),
                 era,
                 slot,
             })),
@@ -480,6 +522,22 @@ fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64)
         map.insert("instructions".into(), json!(instructions));
     }
     result.to_string()
+}
+
+/// A duplicate key inside a single request's tool arguments, as an argument error relative
+/// to the arguments; `None` when it is anywhere else.
+fn argument_duplicate(duplicate: &DuplicateKey, batch: bool) -> Option<ArgumentError> {
+    const ARGUMENTS: &str = "params.arguments";
+    let rest = duplicate.path.strip_prefix(ARGUMENTS).filter(|_| !batch)?;
+    let path = match rest {
+        "" => ".".to_owned(),
+        rest if rest.starts_with('[') => rest.to_owned(),
+        rest => rest.strip_prefix('.')?.to_owned(),
+    };
+    Some(ArgumentError {
+        path,
+        problem: format!("duplicate key `{}`", duplicate.key),
+    })
 }
 
 /// Batches are a 2025-03-26 feature, and never empty.

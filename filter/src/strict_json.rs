@@ -1,0 +1,166 @@
+//! JSON parsing that refuses an object key given twice, at any depth. serde_json keeps the
+//! last value silently, so a body could say one thing to a reader of the first key and
+//! another to the filter.
+
+use std::fmt;
+
+use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+
+/// A key given twice: where (the object's JSON path, `.` for the top) and which.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DuplicateKey {
+    pub path: String,
+    pub key: String,
+}
+
+/// Parses `bytes` as JSON, refusing duplicate keys.
+pub fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
+    let value = match UniqueKeys.deserialize(tracked) {
+        Ok(value) => value,
+        Err(error) => {
+            let message = error.to_string();
+            return Err(match message.strip_prefix(DUPLICATE_MARKER) {
+                Some(key) => {
+                    // serde_json appends " at line L column C" to custom errors.
+                    let key = key
+                        .rsplit_once(" at line ")
+                        .map_or(key, |(key, _position)| key);
+                    ParseError::Duplicate(DuplicateKey {
+                        path: track.path().to_string(),
+                        key: key.to_owned(),
+                    })
+                }
+                None => ParseError::Syntax(error),
+            });
+        }
+    };
+    deserializer.end().map_err(ParseError::Syntax)?;
+    Ok(value)
+}
+
+#[derive(Debug)]
+pub enum ParseError {
+    Syntax(serde_json::Error),
+    Duplicate(DuplicateKey),
+}
+
+const DUPLICATE_MARKER: &str = "\u{0}duplicate key:";
+
+struct UniqueKeys;
+
+impl<'de> DeserializeSeed<'de> for UniqueKeys {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for UniqueKeys {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E>(self, value: bool) -> Result<Value, E> {
+        Ok(Value::Bool(value))
+    }
+
+    fn visit_i64<E>(self, value: i64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_u64<E>(self, value: u64) -> Result<Value, E> {
+        Ok(Value::Number(value.into()))
+    }
+
+    fn visit_f64<E: Error>(self, value: f64) -> Result<Value, E> {
+        Number::from_f64(value)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number that is not finite"))
+    }
+
+    fn visit_str<E>(self, value: &str) -> Result<Value, E> {
+        Ok(Value::String(value.to_owned()))
+    }
+
+    fn visit_string<E>(self, value: String) -> Result<Value, E> {
+        Ok(Value::String(value))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(item) = seq.next_element_seed(UniqueKeys)? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{key}")));
+            }
+            let value = map.next_value_seed(UniqueKeys)?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn duplicate(text: &str) -> DuplicateKey {
+        match parse(text.as_bytes()) {
+            Err(ParseError::Duplicate(duplicate)) => duplicate,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_like_serde_json() {
+        let text = r#"{"a":[1,-2,3.5,"x",null,true,{"b":{}}],"c":18446744073709551615}"#;
+        assert_eq!(
+            parse(text.as_bytes()).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
+        assert_eq!(parse(b"[]").unwrap(), json!([]));
+        assert!(matches!(parse(b"{} x"), Err(ParseError::Syntax(_))));
+        assert!(matches!(parse(b"{"), Err(ParseError::Syntax(_))));
+    }
+
+    #[test]
+    fn finds_duplicates_at_any_depth_with_their_path() {
+        assert_eq!(
+            duplicate(r#"{"a":1,"a":2}"#),
+            DuplicateKey {
+                path: ".".into(),
+                key: "a".into()
+            }
+        );
+        let nested = duplicate(r#"{"params":{"arguments":{"user_id":1,"user_id":{"$ne":null}}}}"#);
+        assert_eq!(
+            (nested.path.as_str(), nested.key.as_str()),
+            ("params.arguments", "user_id")
+        );
+        let in_list = duplicate(r#"{"x":[{"k":1},{"k":1,"k":2}]}"#);
+        assert_eq!((in_list.path.as_str(), in_list.key.as_str()), ("x[1]", "k"));
+    }
+}
