@@ -106,9 +106,7 @@ fn config(args: &ConfigArgs) -> Result<String, String> {
 fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Vec<u8>, String> {
     let mut compiler = protox::Compiler::new(includes).map_err(|error| error.to_string())?;
     compiler.include_source_info(true).include_imports(true);
-    compiler
-        .open_files(protos)
-        .map_err(|error| error.to_string())?;
+    compiler.open_files(protos).map_err(|error| error.to_string())?;
     Ok(compiler.encode_file_descriptor_set())
 }
 
@@ -210,13 +208,8 @@ fn envoy_filters(config_json: &str, wasm: &str) -> String {
 
 fn tools(path: &PathBuf) -> Result<String, String> {
     let bytes = std::fs::read(path).map_err(|error| format!("{}: {error}", path.display()))?;
-    let server = Server::from_config_bytes(&bytes)
-        .map_err(|error| format!("invalid plugin configuration: {error}"))?;
-    let tools: Vec<&Value> = server
-        .catalog()
-        .tools()
-        .map(|tool| &tool.definition)
-        .collect();
+    let server = Server::from_config_bytes(&bytes).map_err(|error| format!("invalid plugin configuration: {error}"))?;
+    let tools: Vec<&Value> = server.catalog().tools().map(|tool| &tool.definition).collect();
     serde_json::to_string_pretty(&json!({ "tools": tools })).map_err(|error| error.to_string())
 }
 
@@ -238,22 +231,15 @@ mod tests {
 
     #[test]
     fn services_are_written_service_equals_cluster() {
-        assert_eq!(
-            parse_service("a.B=c"),
-            Ok(("a.B".to_owned(), "c".to_owned()))
-        );
+        assert_eq!(parse_service("a.B=c"), Ok(("a.B".to_owned(), "c".to_owned())));
         assert!(parse_service("a.B").is_err());
         assert!(parse_service("=c").is_err());
     }
 
     #[test]
     fn protos_become_a_configuration_the_filter_accepts() {
-        let value: Value =
-            serde_json::from_str(&config(&users_args(Format::Json)).unwrap()).unwrap();
-        assert_eq!(
-            value["services"]["demo.users.v1.UserService"]["expose"],
-            "selected"
-        );
+        let value: Value = serde_json::from_str(&config(&users_args(Format::Json)).unwrap()).unwrap();
+        assert_eq!(value["services"]["demo.users.v1.UserService"]["expose"], "selected");
         assert_eq!(value["forward_headers"], json!(["authorization"]));
         let orphan = ConfigArgs {
             methods: vec!["other.Svc/M".into()],

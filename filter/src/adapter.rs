@@ -37,11 +37,7 @@ impl RootContext for Root {
         };
         match Server::from_config_bytes(&bytes) {
             Ok(server) => {
-                info!(
-                    "serving {} tools at {}",
-                    server.catalog().len(),
-                    server.mcp_path()
-                );
+                info!("serving {} tools at {}", server.catalog().len(), server.mcp_path());
                 self.server = Some(Rc::new(server));
                 true
             }
@@ -94,12 +90,10 @@ impl Context for Exchange {
         let body = if response_size == 0 {
             None
         } else {
-            hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).unwrap_or_else(
-                |status| {
-                    warn!("cannot read the gRPC reply: {status:?}");
-                    None
-                },
-            )
+            hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).unwrap_or_else(|status| {
+                warn!("cannot read the gRPC reply: {status:?}");
+                None
+            })
         };
         let message = match hostcalls::get_grpc_status() {
             Ok((_, message)) => message,
@@ -147,8 +141,7 @@ impl HttpContext for Exchange {
             // Envoy buffers the body until it is complete (or answers 413 past its limit).
             _ => return Action::Pause,
         }
-        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered)
-        else {
+        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
             return Action::Pause;
         };
         let body = hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size)
@@ -193,8 +186,7 @@ impl Exchange {
                 }
                 Err(status) => {
                     warn!("cannot call cluster {:?}: {status:?}", tool.cluster);
-                    self.server
-                        .dispatch_failed(&mut reply, &call, &format!("{status:?}"));
+                    self.server.dispatch_failed(&mut reply, &call, &format!("{status:?}"));
                 }
             }
         }
@@ -211,9 +203,7 @@ impl Exchange {
         if !done {
             return;
         }
-        if let State::AwaitingUpstream { reply, .. } =
-            std::mem::replace(&mut self.state, State::Answered)
-        {
+        if let State::AwaitingUpstream { reply, .. } = std::mem::replace(&mut self.state, State::Answered) {
             send(&reply.into_response());
         }
     }
@@ -228,9 +218,7 @@ impl Exchange {
 fn mcp_headers(forward: &[String]) -> McpHeaders {
     match hostcalls::get_map(MapType::HttpRequestHeaders) {
         Ok(pairs) => McpHeaders::from_pairs(
-            pairs
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_str())),
+            pairs.iter().map(|(name, value)| (name.as_str(), value.as_str())),
             forward,
         ),
         Err(status) => {
@@ -248,9 +236,7 @@ fn request_header(name: &str) -> Option<String> {
 
 fn send(response: &HttpResponse) {
     let body = (!response.body.is_empty()).then_some(response.body.as_slice());
-    if let Err(status) =
-        hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body)
-    {
+    if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body) {
         error!("cannot send the reply: {status:?}");
     }
 }

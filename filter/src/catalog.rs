@@ -9,9 +9,7 @@ use log::info;
 use prost_reflect::{DescriptorPool, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
-use crate::config::{
-    parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride,
-};
+use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
 use crate::docs::Docs;
 use crate::schema::{message_schema, Direction};
 use crate::strict::InputRules;
@@ -27,6 +25,11 @@ pub struct Tool {
     pub timeout: Duration,
     /// Static gRPC metadata sent with every call.
     pub metadata: Vec<(String, String)>,
+    /// The request message's JSON is not an object (a Timestamp, say): the arguments carry it
+    /// as `{"value": …}`, since MCP needs an object.
+    pub wrap_input: bool,
+    /// Likewise for the response: structured content is `{"value": …}`.
+    pub wrap_output: bool,
     /// The tool's entry in `tools/list`.
     pub definition: Value,
 }
@@ -98,9 +101,7 @@ impl Catalog {
     }
 
     pub fn get(&self, name: &str) -> Option<&Rc<Tool>> {
-        self.by_name
-            .get(name)
-            .and_then(|&index| self.tools.get(index))
+        self.by_name.get(name).and_then(|&index| self.tools.get(index))
     }
 
     pub fn tools(&self) -> impl Iterator<Item = &Rc<Tool>> {
@@ -118,10 +119,7 @@ impl Catalog {
 
 /// The methods a service's exposure mode selects. `all` skips streaming methods with a log
 /// line each; `selected` refuses them, since the user asked for something that cannot work.
-fn exposed_methods(
-    service: &ServiceDescriptor,
-    config: &ServiceConfig,
-) -> Result<Vec<MethodDescriptor>, ConfigError> {
+fn exposed_methods(service: &ServiceDescriptor, config: &ServiceConfig) -> Result<Vec<MethodDescriptor>, ConfigError> {
     let name = service.full_name();
     match config.expose {
         Exposure::None => Ok(Vec::new()),
@@ -142,8 +140,8 @@ fn exposed_methods(
             let mut methods: Vec<MethodDescriptor> = Vec::with_capacity(config.methods.len());
             for (index, selector) in config.methods.iter().enumerate() {
                 let at = format!("at `services.{name}.methods[{index}]`");
-                let method = select_method(service, selector)
-                    .map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+                let method =
+                    select_method(service, selector).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
                 if methods.iter().any(|known| known.name() == method.name()) {
                     return Err(ConfigError(format!("{at}: {selector} is listed twice")));
                 }
@@ -162,9 +160,7 @@ fn exposed_methods(
 fn select_method(service: &ServiceDescriptor, selector: &str) -> Result<MethodDescriptor, String> {
     let name = service.full_name();
     let Some((service_part, method_part)) = parse_selector(selector) else {
-        return Err(format!(
-            "{selector:?} is not a method selector; write {name}/Method"
-        ));
+        return Err(format!("{selector:?} is not a method selector; write {name}/Method"));
     };
     if service_part != name {
         return Err(format!(
@@ -175,10 +171,7 @@ fn select_method(service: &ServiceDescriptor, selector: &str) -> Result<MethodDe
         .methods()
         .find(|method| method.name() == method_part)
         .ok_or_else(|| {
-            let known: Vec<String> = service
-                .methods()
-                .map(|method| method.name().to_owned())
-                .collect();
+            let known: Vec<String> = service.methods().map(|method| method.name().to_owned()).collect();
             format!(
                 "service {name} has no method {method_part}; its methods: {}",
                 known.join(", ")
@@ -196,10 +189,7 @@ fn streaming_kind(method: &MethodDescriptor) -> Option<&'static str> {
 }
 
 /// Every override must name a tool that exists, or it silently does nothing.
-fn check_overrides(
-    tools: &BTreeMap<String, ToolOverride>,
-    exposed: &HashSet<String>,
-) -> Result<(), ConfigError> {
+fn check_overrides(tools: &BTreeMap<String, ToolOverride>, exposed: &HashSet<String>) -> Result<(), ConfigError> {
     for selector in tools.keys() {
         if parse_selector(selector).is_none() {
             return Err(ConfigError(format!(
@@ -250,14 +240,10 @@ fn build_tool(
     definition.insert("name".into(), json!(name));
     definition.insert("title".into(), json!(title));
     definition.insert("description".into(), json!(description));
-    definition.insert(
-        "inputSchema".into(),
-        message_schema(&method.input(), Direction::Input, docs),
-    );
-    definition.insert(
-        "outputSchema".into(),
-        message_schema(&method.output(), Direction::Output, docs),
-    );
+    let (input_schema, wrap_input) = object_root(message_schema(&method.input(), Direction::Input, docs));
+    let (output_schema, wrap_output) = object_root(message_schema(&method.output(), Direction::Output, docs));
+    definition.insert("inputSchema".into(), input_schema);
+    definition.insert("outputSchema".into(), output_schema);
     let annotations = match &overrides.annotations {
         Some(annotations) => annotations.to_json(),
         None => default_annotations(&method),
@@ -275,9 +261,33 @@ fn build_tool(
             .iter()
             .map(|(key, value)| (key.clone(), value.clone()))
             .collect(),
+        wrap_input,
+        wrap_output,
         method,
         definition: Value::Object(definition),
     })
+}
+
+/// The property that carries a message whose JSON is not an object.
+pub const WRAPPED_VALUE: &str = "value";
+
+/// MCP tool schemas must describe objects: any other root is wrapped as `{"value": …}`.
+fn object_root(schema: Value) -> (Value, bool) {
+    if schema.get("type") == Some(&json!("object")) {
+        return (schema, false);
+    }
+    let mut schema = schema;
+    let defs = schema.as_object_mut().and_then(|map| map.remove("$defs"));
+    let mut wrapper = json!({
+        "type": "object",
+        "properties": { WRAPPED_VALUE: schema },
+        "required": [WRAPPED_VALUE],
+        "additionalProperties": false,
+    });
+    if let (Some(defs), Value::Object(map)) = (defs, &mut wrapper) {
+        map.insert("$defs".into(), defs);
+    }
+    (wrapper, true)
 }
 
 pub fn is_valid_tool_name(name: &str) -> bool {
@@ -291,11 +301,7 @@ pub fn is_valid_tool_name(name: &str) -> bool {
 fn default_annotations(method: &MethodDescriptor) -> Map<String, Value> {
     const NO_SIDE_EFFECTS: i32 = 1;
     const IDEMPOTENT: i32 = 2;
-    let level = match method
-        .options()
-        .get_field_by_name("idempotency_level")
-        .as_deref()
-    {
+    let level = match method.options().get_field_by_name("idempotency_level").as_deref() {
         Some(ProtoValue::EnumNumber(level)) => *level,
         _ => 0,
     };
@@ -313,10 +319,7 @@ fn default_annotations(method: &MethodDescriptor) -> Map<String, Value> {
 }
 
 fn known_services(pool: &DescriptorPool) -> String {
-    let names: Vec<String> = pool
-        .services()
-        .map(|service| service.full_name().to_owned())
-        .collect();
+    let names: Vec<String> = pool.services().map(|service| service.full_name().to_owned()).collect();
     if names.is_empty() {
         "(none)".into()
     } else {

@@ -22,25 +22,15 @@ fn all_exposes_unary_methods_and_skips_streaming_ones() {
     .unwrap();
     assert_eq!(
         names(&catalog),
-        [
-            "CatalogService_Search",
-            "CatalogService_GetItem",
-            "UserService_GetUser"
-        ]
+        ["CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
     );
     let get_item = catalog.get("CatalogService_GetItem").unwrap();
-    assert_eq!(
-        (get_item.service_name(), get_item.method_name()),
-        (CATALOG, "GetItem")
-    );
+    assert_eq!((get_item.service_name(), get_item.method_name()), (CATALOG, "GetItem"));
     assert_eq!(
         (get_item.cluster.as_str(), get_item.timeout),
         ("catalog", Duration::from_millis(2500))
     );
-    assert_eq!(
-        get_item.metadata,
-        [("x-tenant".to_owned(), "t1".to_owned())]
-    );
+    assert_eq!(get_item.metadata, [("x-tenant".to_owned(), "t1".to_owned())]);
     assert!(catalog.get("CatalogService_WatchItems").is_none());
 }
 
@@ -51,10 +41,7 @@ fn selected_exposes_exactly_the_listed_methods_in_order() {
             "methods":["demo.catalog.v1.CatalogService/GetItem","demo.catalog.v1.CatalogService/Search"]}}}"#,
     )
     .unwrap();
-    assert_eq!(
-        names(&catalog),
-        ["CatalogService_GetItem", "CatalogService_Search"]
-    );
+    assert_eq!(names(&catalog), ["CatalogService_GetItem", "CatalogService_Search"]);
 }
 
 #[test]
@@ -68,18 +55,14 @@ fn none_exposes_nothing() {
 
 #[test]
 fn definitions_carry_comments_schemas_and_hints() {
-    let catalog =
-        build(r#"{"services":{"demo.users.v1.UserService":{"cluster":"users"}}}"#).unwrap();
+    let catalog = build(r#"{"services":{"demo.users.v1.UserService":{"cluster":"users"}}}"#).unwrap();
     let definition = &catalog.get("UserService_GetUser").unwrap().definition;
     assert_eq!(
         definition["description"],
         "Fetch a user account by its numeric id. Fails with NOT_FOUND when no user has that id."
     );
     assert_eq!(definition["title"], "UserService: GetUser");
-    assert_eq!(
-        definition["inputSchema"]["properties"]["user_id"]["type"],
-        "integer"
-    );
+    assert_eq!(definition["inputSchema"]["properties"]["user_id"]["type"], "integer");
     assert_eq!(definition["outputSchema"]["type"], "object");
     assert_eq!(
         definition["annotations"],
@@ -130,13 +113,8 @@ fn configuration_errors_name_the_key_and_the_fix() {
          "at `tools.GetUser`: \"GetUser\" is not a method selector"),
     ];
     for (json, expected) in cases {
-        let error = build(json)
-            .err()
-            .unwrap_or_else(|| panic!("accepted: {json}"));
-        assert!(
-            error.starts_with(expected),
-            "\n{json}\n got: {error}\nwant: {expected}"
-        );
+        let error = build(json).err().unwrap_or_else(|| panic!("accepted: {json}"));
+        assert!(error.starts_with(expected), "\n{json}\n got: {error}\nwant: {expected}");
     }
 }
 

@@ -68,10 +68,7 @@ mod ordered_map {
                 fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
                     f.write_str("an object keyed by fully qualified service name")
                 }
-                fn visit_map<A: serde::de::MapAccess<'de>>(
-                    self,
-                    mut map: A,
-                ) -> Result<Self::Value, A::Error> {
+                fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                     let mut entries: Vec<(String, V)> = Vec::new();
                     while let Some(key) = map.next_key::<String>()? {
                         if entries.iter().any(|(existing, _)| *existing == key) {
@@ -247,23 +244,20 @@ impl PluginConfig {
             ));
         }
         let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-        let config: PluginConfig =
-            serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
-                let path = error.path().to_string();
-                if path == "." || path == "?" {
-                    ConfigError(format!(
-                        "the configuration is not valid JSON for this filter: {}",
-                        error.inner()
-                    ))
-                } else {
-                    ConfigError(format!("at `{path}`: {}", error.inner()))
-                }
-            })?;
-        deserializer.end().map_err(|error| {
-            ConfigError(format!(
-                "trailing characters after the configuration JSON: {error}"
-            ))
+        let config: PluginConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            if path == "." || path == "?" {
+                ConfigError(format!(
+                    "the configuration is not valid JSON for this filter: {}",
+                    error.inner()
+                ))
+            } else {
+                ConfigError(format!("at `{path}`: {}", error.inner()))
+            }
         })?;
+        deserializer
+            .end()
+            .map_err(|error| ConfigError(format!("trailing characters after the configuration JSON: {error}")))?;
         config.check()?;
         Ok(config)
     }
@@ -297,9 +291,8 @@ impl PluginConfig {
             }
         }
         for (index, header) in self.forward_headers.iter().enumerate() {
-            check_metadata_key(header).map_err(|problem| {
-                ConfigError(format!("at `forward_headers[{index}]`: {problem}"))
-            })?;
+            check_metadata_key(header)
+                .map_err(|problem| ConfigError(format!("at `forward_headers[{index}]`: {problem}")))?;
             if self.forward_headers[..index].contains(header) {
                 return Err(ConfigError(format!(
                     "at `forward_headers[{index}]`: {header:?} is listed twice"
@@ -319,10 +312,7 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
         )));
     }
     if service.timeout_ms == 0 {
-        return Err(ConfigError(format!(
-            "{}: must be greater than 0",
-            at("timeout_ms")
-        )));
+        return Err(ConfigError(format!("{}: must be greater than 0", at("timeout_ms"))));
     }
     match (service.expose, service.methods.is_empty()) {
         (Exposure::Selected, true) => {
@@ -340,9 +330,8 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
         _ => {}
     }
     for (key, value) in &service.metadata {
-        check_metadata_key(key).map_err(|problem| {
-            ConfigError(format!("{}: {problem}", at(&format!("metadata.{key}"))))
-        })?;
+        check_metadata_key(key)
+            .map_err(|problem| ConfigError(format!("{}: {problem}", at(&format!("metadata.{key}")))))?;
         if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
             return Err(ConfigError(format!(
                 "{}: metadata values must be printable ASCII",
@@ -361,9 +350,7 @@ fn check_metadata_key(key: &str) -> Result<(), String> {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
     {
-        return Err(format!(
-            "{key:?} is not a lowercase header name ([0-9a-z_.-])"
-        ));
+        return Err(format!("{key:?} is not a lowercase header name ([0-9a-z_.-])"));
     }
     if key.starts_with("grpc-") || key.ends_with("-bin") || RESERVED_METADATA.contains(&key) {
         return Err(format!(
@@ -410,19 +397,13 @@ mod tests {
                 ttl_ms: 300_000
             }
         );
-        assert!(
-            config.descriptor_set.is_none()
-                && config.forward_headers.is_empty()
-                && config.tools.is_empty()
-        );
+        assert!(config.descriptor_set.is_none() && config.forward_headers.is_empty() && config.tools.is_empty());
     }
 
     #[test]
     fn services_keep_their_order() {
-        let config = parse(
-            r#"{"services":{"z.Z":{"cluster":"c"},"a.A":{"cluster":"c"},"m.M":{"cluster":"c"}}}"#,
-        )
-        .unwrap();
+        let config =
+            parse(r#"{"services":{"z.Z":{"cluster":"c"},"a.A":{"cluster":"c"},"m.M":{"cluster":"c"}}}"#).unwrap();
         let names: Vec<&str> = config.services.iter().map(|(name, _)| name).collect();
         assert_eq!(names, ["z.Z", "a.A", "m.M"]);
     }
@@ -456,9 +437,13 @@ mod tests {
             "{error}"
         );
         let error = parse(r#"{"services":{"a.B":{"cluster":"c","expose":"some"}}}"#).unwrap_err();
-        assert!(error.starts_with("at `services.a.B.expose`: unknown variant `some`, expected one of `all`, `selected`, `none`"), "{error}");
-        let error = parse(r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"nam":"x"}}}"#)
-            .unwrap_err();
+        assert!(
+            error.starts_with(
+                "at `services.a.B.expose`: unknown variant `some`, expected one of `all`, `selected`, `none`"
+            ),
+            "{error}"
+        );
+        let error = parse(r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"nam":"x"}}}"#).unwrap_err();
         assert!(
             error.starts_with("at `tools.a.B/X.nam`: unknown field `nam`"),
             "{error}"
@@ -482,8 +467,7 @@ mod tests {
         assert!(parse(r#"{"services":[]}"#)
             .unwrap_err()
             .starts_with("at `services`: invalid type: sequence"));
-        let twice =
-            parse(r#"{"services":{"a.B":{"cluster":"c"},"a.B":{"cluster":"d"}}}"#).unwrap_err();
+        let twice = parse(r#"{"services":{"a.B":{"cluster":"c"},"a.B":{"cluster":"d"}}}"#).unwrap_err();
         assert!(twice.contains("a.B is listed twice"), "{twice}");
     }
 

@@ -6,8 +6,7 @@ use prost_reflect::{DescriptorError, DescriptorPool};
 use crate::config::ConfigError;
 
 /// `FileDescriptorSet` bytes of every proto under `proto/`, with comments (source info).
-pub static EMBEDDED_DESCRIPTOR_SET: &[u8] =
-    include_bytes!(concat!(env!("OUT_DIR"), "/switchblade_descriptors.bin"));
+pub static EMBEDDED_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/switchblade_descriptors.bin"));
 
 /// Decodes the embedded descriptor set into a pool.
 pub fn embedded_pool() -> Result<DescriptorPool, DescriptorError> {
@@ -17,15 +16,16 @@ pub fn embedded_pool() -> Result<DescriptorPool, DescriptorError> {
 /// The pool of a configuration: its own base64 `FileDescriptorSet`, or the embedded one.
 pub fn configured_pool(descriptor_set: Option<&str>) -> Result<DescriptorPool, ConfigError> {
     let Some(encoded) = descriptor_set else {
-        return embedded_pool().map_err(|error| {
-            ConfigError(format!(
-                "the embedded descriptor set does not load: {error}"
-            ))
-        });
+        return embedded_pool()
+            .map_err(|error| ConfigError(format!("the embedded descriptor set does not load: {error}")));
     };
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(encoded.trim())
-        .map_err(|error| ConfigError(format!("at `descriptor_set`: not base64 ({error}); encode the FileDescriptorSet file with `base64 -w0`")))?;
+        .map_err(|error| {
+            ConfigError(format!(
+                "at `descriptor_set`: not base64 ({error}); encode the FileDescriptorSet file with `base64 -w0`"
+            ))
+        })?;
     DescriptorPool::decode(bytes.as_slice()).map_err(|error| {
         ConfigError(format!(
             "at `descriptor_set`: not a usable FileDescriptorSet ({error}); build it with imports included (`switchblade config` or `protoc --include_imports`)"
@@ -41,18 +41,13 @@ mod tests {
     fn user_descriptor_sets_are_decoded_and_checked() {
         let encoded = base64::engine::general_purpose::STANDARD.encode(EMBEDDED_DESCRIPTOR_SET);
         let pool = configured_pool(Some(&encoded)).unwrap();
-        assert!(pool
-            .get_service_by_name("demo.users.v1.UserService")
-            .is_some());
+        assert!(pool.get_service_by_name("demo.users.v1.UserService").is_some());
         assert!(configured_pool(None)
             .unwrap()
             .get_service_by_name("demo.users.v1.UserService")
             .is_some());
         let error = configured_pool(Some("***")).unwrap_err().0;
-        assert!(
-            error.starts_with("at `descriptor_set`: not base64"),
-            "{error}"
-        );
+        assert!(error.starts_with("at `descriptor_set`: not base64"), "{error}");
         let garbage = base64::engine::general_purpose::STANDARD.encode([0xff, 0xff, 0xff]);
         let error = configured_pool(Some(&garbage)).unwrap_err().0;
         assert!(

@@ -81,10 +81,7 @@ mod tests {
     fn recognizes_envoy_timeouts_only() {
         assert!(is_envoy_timeout(UNAVAILABLE, "upstream request timeout"));
         assert!(!is_envoy_timeout(UNAVAILABLE, "no healthy upstream"));
-        assert!(!is_envoy_timeout(
-            DEADLINE_EXCEEDED,
-            "upstream request timeout"
-        ));
+        assert!(!is_envoy_timeout(DEADLINE_EXCEEDED, "upstream request timeout"));
     }
 
     #[test]

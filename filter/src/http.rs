@@ -45,10 +45,7 @@ pub struct McpHeaders {
 impl McpHeaders {
     /// Picks the relevant headers out of all of a request's (name, value) pairs, and those
     /// in `forward` (lowercase names) to send upstream.
-    pub fn from_pairs<'a>(
-        pairs: impl IntoIterator<Item = (&'a str, &'a str)>,
-        forward: &[String],
-    ) -> Self {
+    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, forward: &[String]) -> Self {
         let mut headers = McpHeaders::default();
         for (name, value) in pairs {
             let name = name.to_ascii_lowercase();
@@ -58,9 +55,7 @@ impl McpHeaders {
             let (slot, routing_name) = match name.as_str() {
                 "accept" => (&mut headers.accept, None),
                 "content-type" => (&mut headers.content_type, None),
-                "mcp-protocol-version" => {
-                    (&mut headers.protocol_version, Some("mcp-protocol-version"))
-                }
+                "mcp-protocol-version" => (&mut headers.protocol_version, Some("mcp-protocol-version")),
                 "mcp-method" => (&mut headers.mcp_method, Some("mcp-method")),
                 "mcp-name" => (&mut headers.mcp_name, Some("mcp-name")),
                 _ => continue,
@@ -91,16 +86,8 @@ impl McpHeaders {
             return true;
         };
         accept.split(',').any(|range| {
-            let media_range = range
-                .split(';')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase();
-            matches!(
-                media_range.as_str(),
-                "application/json" | "application/*" | "*/*"
-            )
+            let media_range = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+            matches!(media_range.as_str(), "application/json" | "application/*" | "*/*")
         })
     }
 }
@@ -154,18 +141,12 @@ impl HttpResponse {
     }
 
     pub fn unsupported_media_type() -> Self {
-        Self::refused(
-            415,
-            "Unsupported Media Type: Content-Type must be application/json",
-        )
+        Self::refused(415, "Unsupported Media Type: Content-Type must be application/json")
     }
 
     /// An HTTP-level refusal, before any JSON-RPC id is known.
     fn refused(status: u16, message: &str) -> Self {
-        Self::rpc_error(
-            status,
-            &RpcError::new(&Value::Null, INVALID_REQUEST, message),
-        )
+        Self::rpc_error(status, &RpcError::new(&Value::Null, INVALID_REQUEST, message))
     }
 }
 

@@ -141,9 +141,7 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
             INVALID_REQUEST,
             "Invalid Request: `method` must be a string",
         )),
-        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => {
-            Ok(Incoming::Response)
-        }
+        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => Ok(Incoming::Response),
         (None, _) => Err(RpcError::new(
             &reply_id,
             INVALID_REQUEST,
@@ -243,10 +241,7 @@ mod tests {
             parsed.body,
             Body::Single(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
         );
-        assert_eq!(
-            parse_body(br#"{"a":1,"a":2"#).unwrap_err().code,
-            PARSE_ERROR
-        );
+        assert_eq!(parse_body(br#"{"a":1,"a":2"#).unwrap_err().code, PARSE_ERROR);
     }
 
     #[test]
@@ -254,14 +249,8 @@ mod tests {
         assert_eq!(parse_body(b"{nope").unwrap_err().code, PARSE_ERROR);
         assert_eq!(parse(b"7").unwrap_err().code, INVALID_REQUEST);
         let wrong_version = parse(br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap_err();
-        assert_eq!(
-            (wrong_version.code, wrong_version.id),
-            (INVALID_REQUEST, json!(4))
-        );
-        assert_eq!(
-            parse(br#"{"id":4,"method":"ping"}"#).unwrap_err().code,
-            INVALID_REQUEST
-        );
+        assert_eq!((wrong_version.code, wrong_version.id), (INVALID_REQUEST, json!(4)));
+        assert_eq!(parse(br#"{"id":4,"method":"ping"}"#).unwrap_err().code, INVALID_REQUEST);
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#)
                 .unwrap_err()
@@ -281,15 +270,10 @@ mod tests {
             INVALID_REQUEST
         );
         assert_eq!(
-            parse(br#"{"jsonrpc":"2.0","id":1,"method":7}"#)
-                .unwrap_err()
-                .code,
+            parse(br#"{"jsonrpc":"2.0","id":1,"method":7}"#).unwrap_err().code,
             INVALID_REQUEST
         );
-        assert_eq!(
-            parse(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().code,
-            INVALID_REQUEST
-        );
+        assert_eq!(parse(br#"{"jsonrpc":"2.0","id":1}"#).unwrap_err().code, INVALID_REQUEST);
     }
 
     #[test]

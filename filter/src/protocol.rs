@@ -22,9 +22,7 @@ pub const SERVER_INFO_META: &str = "io.modelcontextprotocol/serverInfo";
 
 /// Every version served, newest first.
 pub fn supported_versions() -> Vec<&'static str> {
-    std::iter::once(MODERN_VERSION)
-        .chain(LEGACY_VERSIONS)
-        .collect()
+    std::iter::once(MODERN_VERSION).chain(LEGACY_VERSIONS).collect()
 }
 
 /// The protocol era of one POST.
@@ -60,9 +58,7 @@ impl Era {
     pub fn error_status(self, code: i64) -> u16 {
         use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
         match (self, code) {
-            (_, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION) => {
-                400
-            }
+            (_, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION) => 400,
             (Era::Modern, INVALID_PARAMS) => 400,
             (Era::Modern, METHOD_NOT_FOUND) => 404,
             _ => 200,
@@ -111,10 +107,7 @@ pub fn check_modern_request(
         return Err(RpcError::new(
             id,
             INVALID_PARAMS,
-            format!(
-                "Invalid params: params._meta is missing {}",
-                missing.join(" and ")
-            ),
+            format!("Invalid params: params._meta is missing {}", missing.join(" and ")),
         ));
     }
     check_headers_match_body(id, method, params, meta, headers)?;
@@ -199,10 +192,7 @@ fn name_bearing_param(method: &str) -> Option<&'static str> {
 /// Decodes a SEP-2243 header value: verbatim, or the UTF-8 inside `=?base64?…?=`.
 /// A malformed or non-canonical sentinel gives `None`, so it never matches a body value.
 pub fn decode_header_value(value: &str) -> Option<String> {
-    let Some(payload) = value
-        .strip_prefix("=?base64?")
-        .and_then(|rest| rest.strip_suffix("?="))
-    else {
+    let Some(payload) = value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) else {
         return Some(value.to_owned());
     };
     let engine = base64::engine::general_purpose::STANDARD;
@@ -227,8 +217,7 @@ mod tests {
     }
 
     fn params(extra: Value) -> Map<String, Value> {
-        let mut params =
-            json!({"_meta": {PROTOCOL_VERSION_META: MODERN_VERSION, CLIENT_CAPABILITIES_META: {}}});
+        let mut params = json!({"_meta": {PROTOCOL_VERSION_META: MODERN_VERSION, CLIENT_CAPABILITIES_META: {}}});
         if let (Value::Object(params), Value::Object(extra)) = (&mut params, extra) {
             params.extend(extra);
         }
@@ -237,10 +226,7 @@ mod tests {
 
     #[test]
     fn era_follows_the_version_header() {
-        assert_eq!(
-            Era::of(Some("2025-06-18"), false).unwrap(),
-            Era::Legacy("2025-06-18")
-        );
+        assert_eq!(Era::of(Some("2025-06-18"), false).unwrap(), Era::Legacy("2025-06-18"));
         assert_eq!(Era::of(Some("2026-07-28"), false).unwrap(), Era::Modern);
         assert_eq!(Era::of(None, false).unwrap(), Era::Legacy("2025-03-26"));
         assert_eq!(Era::of(None, true).unwrap(), Era::Modern);
@@ -259,37 +245,22 @@ mod tests {
 
     #[test]
     fn status_codes_follow_the_reference_table() {
-        assert_eq!(
-            Era::Modern.error_status(crate::jsonrpc::METHOD_NOT_FOUND),
-            404
-        );
+        assert_eq!(Era::Modern.error_status(crate::jsonrpc::METHOD_NOT_FOUND), 404);
         assert_eq!(Era::Modern.error_status(INVALID_PARAMS), 400);
         assert_eq!(Era::Modern.error_status(HEADER_MISMATCH), 400);
-        assert_eq!(
-            Era::Modern.error_status(crate::jsonrpc::INTERNAL_ERROR),
-            200
-        );
+        assert_eq!(Era::Modern.error_status(crate::jsonrpc::INTERNAL_ERROR), 200);
         assert_eq!(
             Era::Legacy("2025-11-25").error_status(crate::jsonrpc::METHOD_NOT_FOUND),
             200
         );
         assert_eq!(Era::Legacy("2025-11-25").error_status(INVALID_PARAMS), 200);
-        assert_eq!(
-            Era::Legacy("2025-11-25").error_status(crate::jsonrpc::PARSE_ERROR),
-            400
-        );
+        assert_eq!(Era::Legacy("2025-11-25").error_status(crate::jsonrpc::PARSE_ERROR), 400);
     }
 
     #[test]
     fn modern_request_passes_when_headers_agree() {
         let headers = modern_headers("tools/call", Some("GetUser"));
-        check_modern_request(
-            &json!(1),
-            "tools/call",
-            &params(json!({"name": "GetUser"})),
-            &headers,
-        )
-        .unwrap();
+        check_modern_request(&json!(1), "tools/call", &params(json!({"name": "GetUser"})), &headers).unwrap();
         let encoded = modern_headers("tools/call", Some("=?base64?SGVsbG8sIOS4lueVjA==?="));
         check_modern_request(
             &json!(1),
@@ -303,8 +274,7 @@ mod tests {
     #[test]
     fn modern_request_needs_the_envelope() {
         let headers = modern_headers("tools/list", None);
-        let error =
-            check_modern_request(&json!(1), "tools/list", &Map::new(), &headers).unwrap_err();
+        let error = check_modern_request(&json!(1), "tools/list", &Map::new(), &headers).unwrap_err();
         assert_eq!(error.code, INVALID_PARAMS);
         let without_capabilities = json!({"_meta": {PROTOCOL_VERSION_META: MODERN_VERSION}});
         let error = check_modern_request(
@@ -349,18 +319,12 @@ mod tests {
                 },
                 "Mcp-Method header is missing",
             ),
-            (
-                modern_headers("tools/call", None),
-                "Mcp-Name header is missing",
-            ),
+            (modern_headers("tools/call", None), "Mcp-Name header is missing"),
             (
                 modern_headers("tools/call", Some("DropTables")),
                 "Mcp-Name header \"DropTables\" does not match body name \"GetUser\"",
             ),
-            (
-                modern_headers("tools/call", Some("=?base64?!!!?=")),
-                "malformed",
-            ),
+            (modern_headers("tools/call", Some("=?base64?!!!?=")), "malformed"),
             (
                 McpHeaders {
                     duplicated: Some("mcp-name"),
@@ -372,11 +336,7 @@ mod tests {
         for (headers, expected) in cases {
             let error = check_modern_request(&json!(7), "tools/call", &call, &headers).unwrap_err();
             assert_eq!((error.code, error.id.clone()), (HEADER_MISMATCH, json!(7)));
-            assert!(
-                error.message.contains(expected),
-                "{} !~ {expected}",
-                error.message
-            );
+            assert!(error.message.contains(expected), "{} !~ {expected}", error.message);
         }
     }
 
@@ -392,10 +352,7 @@ mod tests {
             ..modern_headers("tools/list", None)
         };
         let error = check_modern_request(&json!(3), "tools/list", &call, &headers).unwrap_err();
-        assert_eq!(
-            (error.code, error.id),
-            (UNSUPPORTED_PROTOCOL_VERSION, json!(3))
-        );
+        assert_eq!((error.code, error.id), (UNSUPPORTED_PROTOCOL_VERSION, json!(3)));
     }
 
     #[test]

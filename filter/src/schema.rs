@@ -33,13 +33,11 @@ pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &
         defs: BTreeMap::new(),
         recursive: HashMap::new(),
     };
-    let mut root = builder.object(message);
+    // The root follows the same mapping as a field: a Timestamp is a string, wherever it is.
+    let mut root = builder.well_known(message).unwrap_or_else(|| builder.object(message));
     if !builder.defs.is_empty() {
         if let Value::Object(map) = &mut root {
-            map.insert(
-                "$defs".into(),
-                Value::Object(builder.defs.into_iter().collect()),
-            );
+            map.insert("$defs".into(), Value::Object(builder.defs.into_iter().collect()));
         }
     }
     root
@@ -86,10 +84,9 @@ impl Builder<'_> {
     /// are those without presence, since the transcoder emits their defaults.
     fn is_required(&self, field: &FieldDescriptor) -> bool {
         match self.direction {
-            Direction::Input => crate::strict::is_required(&field.parent_pool(), field),
+            Direction::Input => crate::strict::is_required(field.parent_pool(), field),
             Direction::Output => {
-                !field.supports_presence()
-                    || field.cardinality() == prost_reflect::Cardinality::Required
+                !field.supports_presence() || field.cardinality() == prost_reflect::Cardinality::Required
             }
         }
     }
@@ -257,9 +254,7 @@ fn map_key_names(kind: &Kind) -> Option<Value> {
     match kind {
         Kind::String => None,
         Kind::Bool => Some(json!({"enum": ["true", "false"]})),
-        Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => {
-            Some(json!({"pattern": UINT64_PATTERN}))
-        }
+        Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Some(json!({"pattern": UINT64_PATTERN})),
         _ => Some(json!({"pattern": INT64_PATTERN})),
     }
 }
@@ -284,10 +279,7 @@ mod tests {
         assert_eq!(user_id["type"], "integer");
         assert_eq!(user_id["minimum"], i32::MIN);
         assert_eq!(user_id["maximum"], i32::MAX);
-        assert!(user_id["description"]
-            .as_str()
-            .unwrap()
-            .contains("32-bit integer"));
+        assert!(user_id["description"].as_str().unwrap().contains("32-bit integer"));
         assert!(schema.get("required").is_none());
     }
 
@@ -298,16 +290,10 @@ mod tests {
         assert_eq!(properties["id"]["type"], "string");
         assert_eq!(properties["id"]["pattern"], INT64_PATTERN);
         assert_eq!(properties["category"]["enum"][1], "CATEGORY_HARDWARE");
-        assert_eq!(
-            properties["price"]["properties"]["currency_code"]["type"],
-            "string"
-        );
+        assert_eq!(properties["price"]["properties"]["currency_code"]["type"], "string");
         assert_eq!(properties["price"]["additionalProperties"], false);
         assert_eq!(properties["tags"]["items"]["type"], "string");
-        assert_eq!(
-            properties["attributes"]["additionalProperties"]["type"],
-            "string"
-        );
+        assert_eq!(properties["attributes"]["additionalProperties"]["type"], "string");
         assert_eq!(properties["updated_at"]["format"], "date-time");
         assert_eq!(schema["description"], "A product in the catalog.");
     }
@@ -323,20 +309,9 @@ mod tests {
             .collect();
         assert_eq!(
             required,
-            [
-                "id",
-                "name",
-                "description",
-                "category",
-                "stock",
-                "tags",
-                "attributes"
-            ]
+            ["id", "name", "description", "category", "stock", "tags", "attributes"]
         );
-        assert_eq!(
-            schema["properties"]["category"]["anyOf"][1]["type"],
-            "integer"
-        );
+        assert_eq!(schema["properties"]["category"]["anyOf"][1]["type"], "integer");
     }
 
     #[test]

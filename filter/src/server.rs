@@ -8,17 +8,15 @@ use std::rc::Rc;
 use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::{Catalog, Tool};
+use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::configured_pool;
 use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::{HttpResponse, McpHeaders};
-use crate::jsonrpc::{
-    self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND,
-};
+use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::protocol::{
-    check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION,
-    LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META,
+    check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION, LEGACY_VERSIONS,
+    MODERN_VERSION, SERVER_INFO_META,
 };
 use crate::strict_json::DuplicateKey;
 use crate::tools_list::ToolsListPages;
@@ -148,26 +146,18 @@ impl Server {
         let catalog = Catalog::build(config, pool)?;
         let identity = &config.server;
         let mut server_info = Map::new();
-        server_info.insert(
-            "name".into(),
-            json!(identity.name.as_deref().unwrap_or("switchblade")),
-        );
+        server_info.insert("name".into(), json!(identity.name.as_deref().unwrap_or("switchblade")));
         server_info.insert(
             "version".into(),
-            json!(identity
-                .version
-                .as_deref()
-                .unwrap_or(env!("CARGO_PKG_VERSION"))),
+            json!(identity.version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION"))),
         );
         if let Some(title) = &identity.title {
             server_info.insert("title".into(), json!(title));
         }
         let server_info = Value::Object(server_info);
         let list = &config.tools_list;
-        let tools_list =
-            ToolsListPages::render(&catalog, list.page_size, list.ttl_ms, &server_info);
-        let discover_result =
-            discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
+        let tools_list = ToolsListPages::render(&catalog, list.page_size, list.ttl_ms, &server_info);
+        let discover_result = discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,
@@ -225,10 +215,7 @@ impl Server {
                         "Invalid Request: duplicate key `{}` at `{}`",
                         duplicate.key, duplicate.path
                     );
-                    return respond_error(
-                        400,
-                        &RpcError::new(&first_id(), INVALID_REQUEST, message),
-                    );
+                    return respond_error(400, &RpcError::new(&first_id(), INVALID_REQUEST, message));
                 }
             },
         };
@@ -297,14 +284,18 @@ impl Server {
                 &RpcError::new(
                     &Value::Null,
                     INVALID_REQUEST,
-                    format!("Invalid Request: clients do not send JSON-RPC responses in protocol version {MODERN_VERSION}"),
+                    format!(
+                        "Invalid Request: clients do not send JSON-RPC responses in protocol version {MODERN_VERSION}"
+                    ),
                 ),
             )),
             Incoming::Response => Handled::Nothing,
-            Incoming::Request { id, method, params } => match self.handle_request(context, &id, &method, params, slot) {
-                Ok(handled) => handled,
-                Err(error) => Handled::Answer(error_answer(era, &error)),
-            },
+            Incoming::Request { id, method, params } => {
+                match self.handle_request(context, &id, &method, params, slot) {
+                    Ok(handled) => handled,
+                    Err(error) => Handled::Answer(error_answer(era, &error)),
+                }
+            }
         }
     }
 
@@ -321,10 +312,7 @@ impl Server {
             None => Map::new(),
             Some(Value::Object(params)) => params,
             Some(other) => {
-                let message = format!(
-                    "Invalid params: `params` must be an object, got {}",
-                    json_type(&other)
-                );
+                let message = format!("Invalid params: `params` must be an object, got {}", json_type(&other));
                 return Err(RpcError::new(id, INVALID_PARAMS, message));
             }
         };
@@ -369,20 +357,12 @@ impl Server {
         result
     }
 
-    fn tools_list(
-        &self,
-        era: Era,
-        id: &Value,
-        params: &Map<String, Value>,
-    ) -> Result<Handled, RpcError> {
+    fn tools_list(&self, era: Era, id: &Value, params: &Map<String, Value>) -> Result<Handled, RpcError> {
         let cursor = match params.get("cursor") {
             None | Some(Value::Null) => None,
             Some(Value::String(cursor)) => Some(cursor.as_str()),
             Some(other) => {
-                let message = format!(
-                    "Invalid params: `cursor` must be a string, got {}",
-                    json_type(other)
-                );
+                let message = format!("Invalid params: `cursor` must be a string, got {}", json_type(other));
                 return Err(RpcError::new(id, INVALID_PARAMS, message));
             }
         };
@@ -412,7 +392,8 @@ impl Server {
             ));
         };
         let Some(tool) = self.catalog.get(name) else {
-            let message = format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
+            let message =
+                format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
             return Err(RpcError::new(id, INVALID_PARAMS, message));
         };
         let empty = Value::Object(Map::new());
@@ -422,10 +403,9 @@ impl Server {
         };
         let checked = match &context.duplicate_argument {
             Some(duplicate) => Err(duplicate.clone()),
-            None => encode_arguments(&tool.method.input(), arguments).and_then(|message| {
-                self.catalog
-                    .rules()
-                    .check(&tool.method.input(), arguments)?;
+            None => unwrap_arguments(tool, arguments).and_then(|arguments| {
+                let message = encode_arguments(&tool.method.input(), arguments)?;
+                self.catalog.rules().check(&tool.method.input(), arguments)?;
                 Ok(message)
             }),
         };
@@ -452,6 +432,7 @@ impl Server {
     pub fn complete(&self, reply: &mut Reply, call: &UpstreamCall, grpc: GrpcReply<'_>) {
         let result = if grpc.status == 0 {
             match decode_response(&call.tool.method.output(), grpc.body) {
+                Ok(content) if call.tool.wrap_output => tool_success(json!({ WRAPPED_VALUE: content })),
                 Ok(content) => tool_success(content),
                 Err(error) => tool_error(format!(
                     "{} answered with a response that could not be decoded: {}",
@@ -485,10 +466,7 @@ impl Server {
     fn tool_result(&self, era: Era, id: &Value, mut result: Value) -> Answer {
         if let (Era::Modern, Value::Object(map)) = (era, &mut result) {
             map.insert("resultType".into(), json!("complete"));
-            map.insert(
-                "_meta".into(),
-                json!({ SERVER_INFO_META: self.server_info }),
-            );
+            map.insert("_meta".into(), json!({ SERVER_INFO_META: self.server_info }));
         }
         Answer {
             status: 200,
@@ -522,6 +500,30 @@ fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64)
         map.insert("instructions".into(), json!(instructions));
     }
     result.to_string()
+}
+
+/// The arguments the request message is read from: `arguments.value` for a wrapped root.
+fn unwrap_arguments<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Value, ArgumentError> {
+    if !tool.wrap_input {
+        return Ok(arguments);
+    }
+    let refuse = |problem: String| ArgumentError {
+        path: ".".into(),
+        problem,
+    };
+    let Value::Object(map) = arguments else {
+        return Err(refuse(format!(
+            "arguments must be a JSON object, got {}",
+            json_type(arguments)
+        )));
+    };
+    if let Some(unknown) = map.keys().find(|key| *key != WRAPPED_VALUE) {
+        return Err(refuse(format!(
+            "unknown field `{unknown}`; this tool takes only `{WRAPPED_VALUE}`"
+        )));
+    }
+    map.get(WRAPPED_VALUE)
+        .ok_or_else(|| refuse(format!("missing required field `{WRAPPED_VALUE}`")))
 }
 
 /// A duplicate key inside a single request's tool arguments, as an argument error relative
@@ -602,10 +604,7 @@ fn rpc_name(tool: &Tool) -> String {
 fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String {
     let message = message.map(readable_message).unwrap_or_default();
     let (status, message) = if is_envoy_timeout(status, &message) {
-        let deadline = format!(
-            "no answer within the {} ms deadline",
-            tool.timeout.as_millis()
-        );
+        let deadline = format!("no answer within the {} ms deadline", tool.timeout.as_millis());
         (DEADLINE_EXCEEDED, deadline)
     } else {
         (status, message)

@@ -66,10 +66,7 @@ fn answer(outcome: Outcome) -> (u16, Value) {
 fn calls(outcome: Outcome) -> (Reply, Vec<UpstreamCall>) {
     match outcome {
         Outcome::Await(reply, calls) => (reply, calls),
-        Outcome::Respond(response) => panic!(
-            "expected calls, got {}",
-            String::from_utf8_lossy(&response.body)
-        ),
+        Outcome::Respond(response) => panic!("expected calls, got {}", String::from_utf8_lossy(&response.body)),
     }
 }
 
@@ -112,10 +109,7 @@ mod legacy_era {
             json!({"name": "demo", "version": "1.2.3"})
         );
         assert_eq!(body["result"]["instructions"], "Use the catalog.");
-        assert_eq!(
-            body["result"]["capabilities"],
-            json!({"tools": {"listChanged": false}})
-        );
+        assert_eq!(body["result"]["capabilities"], json!({"tools": {"listChanged": false}}));
         for unknown in ["1999-01-01", "2026-07-28"] {
             let request = format!(
                 r#"{{"jsonrpc":"2.0","id":1,"method":"initialize","params":{{"protocolVersion":"{unknown}"}}}}"#
@@ -199,15 +193,8 @@ mod legacy_era {
             &json_headers(),
             r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
         ));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (400, json!(INVALID_REQUEST))
-        );
-        let (status, body) = answer(post(
-            &server,
-            &json_headers(),
-            r#"{"id":3,"method":"ping"}"#,
-        ));
+        assert_eq!((status, body["error"]["code"].clone()), (400, json!(INVALID_REQUEST)));
+        let (status, body) = answer(post(&server, &json_headers(), r#"{"id":3,"method":"ping"}"#));
         assert_eq!((status, body["id"].clone()), (400, json!(3)));
     }
 
@@ -218,10 +205,7 @@ mod legacy_era {
             &json_headers(),
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":[]}"#,
         ));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (200, json!(INVALID_PARAMS))
-        );
+        assert_eq!((status, body["error"]["code"].clone()), (200, json!(INVALID_PARAMS)));
     }
 
     #[test]
@@ -252,11 +236,7 @@ mod legacy_era {
             .collect();
         assert_eq!(
             names,
-            [
-                "CatalogService_Search",
-                "CatalogService_GetItem",
-                "UserService_GetUser"
-            ]
+            ["CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
         );
         assert!(body["result"].get("resultType").is_none());
         let (_, body) = answer(post(
@@ -271,9 +251,7 @@ mod legacy_era {
     fn tools_call_becomes_an_upstream_call_and_its_reply_a_result() {
         let server = server();
         let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        let [call] = calls.as_slice() else {
-            panic!("one call")
-        };
+        let [call] = calls.as_slice() else { panic!("one call") };
         assert_eq!(
             (call.tool.service_name(), call.tool.method_name()),
             ("demo.users.v1.UserService", "GetUser")
@@ -294,8 +272,7 @@ mod legacy_era {
             ),
             (json!(false), json!(7))
         );
-        let text: Value =
-            serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+        let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
         assert_eq!(text, result["structuredContent"]);
         assert!(result.get("resultType").is_none());
     }
@@ -308,10 +285,7 @@ mod legacy_era {
             server.complete(&mut reply, &calls[0], grpc);
             let (_, body) = finish(reply);
             assert_eq!(body["result"]["isError"], true);
-            body["result"]["content"][0]["text"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+            body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
         };
         assert_eq!(
             text(GrpcReply {
@@ -343,18 +317,12 @@ mod legacy_era {
 
     #[test]
     fn injection_is_refused_as_a_tool_error_without_a_call() {
-        let (status, body) = answer(call_user(
-            &server(),
-            &json_headers(),
-            r#"{"user_id":{"$ne":null}}"#,
-        ));
+        let (status, body) = answer(call_user(&server(), &json_headers(), r#"{"user_id":{"$ne":null}}"#));
         assert_eq!(status, 200);
         assert_eq!(body["result"]["isError"], true);
         let text = body["result"]["content"][0]["text"].as_str().unwrap();
         assert!(
-            text.starts_with(
-                "Invalid arguments for tool UserService_GetUser: at `user_id`: invalid type: map"
-            ),
+            text.starts_with("Invalid arguments for tool UserService_GetUser: at `user_id`: invalid type: map"),
             "{text}"
         );
     }
@@ -363,8 +331,7 @@ mod legacy_era {
     fn unknown_tool_and_bad_params_are_protocol_errors() {
         let server = server();
         for params in [r#"{"name":"Nope"}"#, "{}", r#"{"name":7}"#] {
-            let request =
-                format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{params}}}"#);
+            let request = format!(r#"{{"jsonrpc":"2.0","id":6,"method":"tools/call","params":{params}}}"#);
             let (status, body) = answer(post(&server, &json_headers(), &request));
             assert_eq!(
                 (status, body["error"]["code"].clone()),
@@ -417,24 +384,15 @@ mod batches {
                 (json!(1), json!({}))
             );
             assert_eq!(
-                (
-                    answers[1]["id"].clone(),
-                    answers[1]["error"]["code"].clone()
-                ),
+                (answers[1]["id"].clone(), answers[1]["error"]["code"].clone()),
                 (json!("b"), json!(METHOD_NOT_FOUND))
             );
             assert_eq!(
-                (
-                    answers[2]["id"].clone(),
-                    answers[2]["error"]["code"].clone()
-                ),
+                (answers[2]["id"].clone(), answers[2]["error"]["code"].clone()),
                 (json!(2), json!(INVALID_REQUEST))
             );
             assert_eq!(
-                (
-                    answers[3]["id"].clone(),
-                    answers[3]["error"]["code"].clone()
-                ),
+                (answers[3]["id"].clone(), answers[3]["error"]["code"].clone()),
                 (Value::Null, json!(INVALID_REQUEST))
             );
         }
@@ -462,12 +420,7 @@ mod batches {
         server.complete(&mut reply, &calls[0], USER_7);
         let (status, body) = finish(reply);
         assert_eq!(status, 200);
-        let ids: Vec<&Value> = body
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|answer| &answer["id"])
-            .collect();
+        let ids: Vec<&Value> = body.as_array().unwrap().iter().map(|answer| &answer["id"]).collect();
         assert_eq!(ids, [&json!(1), &json!(2), &json!(3)]);
         assert_eq!(body[0]["result"]["isError"], false);
         assert_eq!(
@@ -480,10 +433,7 @@ mod batches {
     #[test]
     fn of_notifications_only_get_202() {
         let body = r#"[{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":5,"result":{}}]"#;
-        assert_eq!(
-            answer(post(&server(), &json_headers(), body)),
-            (202, Value::Null)
-        );
+        assert_eq!(answer(post(&server(), &json_headers(), body)), (202, Value::Null));
     }
 
     #[test]
@@ -497,10 +447,7 @@ mod batches {
             modern("ping", None),
         ] {
             let (status, body) = answer(post(&server, &headers, ping));
-            assert_eq!(
-                (status, body["error"]["code"].clone()),
-                (400, json!(INVALID_REQUEST))
-            );
+            assert_eq!((status, body["error"]["code"].clone()), (400, json!(INVALID_REQUEST)));
             assert!(body["error"]["message"]
                 .as_str()
                 .unwrap()
@@ -535,13 +482,7 @@ mod modern_era {
         assert_eq!(result["resultType"], "complete");
         assert_eq!(
             result["supportedVersions"],
-            json!([
-                "2026-07-28",
-                "2025-11-25",
-                "2025-06-18",
-                "2025-03-26",
-                "2024-11-05"
-            ])
+            json!(["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"])
         );
         assert_eq!(result["capabilities"], json!({"tools": {}}));
         assert_eq!(result["instructions"], "Use the catalog.");
@@ -579,34 +520,20 @@ mod modern_era {
             "tools/call",
             json!({"name": "UserService_GetUser", "arguments": {"user_id": 7}}),
         );
-        let (mut reply, calls) = calls(post(
-            &server,
-            &modern("tools/call", Some("UserService_GetUser")),
-            &call,
-        ));
+        let (mut reply, calls) = calls(post(&server, &modern("tools/call", Some("UserService_GetUser")), &call));
         server.complete(&mut reply, &calls[0], USER_7);
         let (_, body) = finish(reply);
         assert_eq!(
-            (
-                body["result"]["resultType"].clone(),
-                body["result"]["isError"].clone()
-            ),
+            (body["result"]["resultType"].clone(), body["result"]["isError"].clone()),
             (json!("complete"), json!(false))
         );
-        assert_eq!(
-            body["result"]["_meta"][SERVER_INFO_META]["version"],
-            "1.2.3"
-        );
+        assert_eq!(body["result"]["_meta"][SERVER_INFO_META]["version"], "1.2.3");
 
         let bad = request(
             "tools/call",
             json!({"name": "UserService_GetUser", "arguments": {"user_id": []}}),
         );
-        let (status, body) = answer(post(
-            &server,
-            &modern("tools/call", Some("UserService_GetUser")),
-            &bad,
-        ));
+        let (status, body) = answer(post(&server, &modern("tools/call", Some("UserService_GetUser")), &bad));
         assert_eq!(
             (
                 status,
@@ -618,10 +545,7 @@ mod modern_era {
 
         let unknown = request("tools/call", json!({"name": "Nope"}));
         let (status, body) = answer(post(&server, &modern("tools/call", Some("Nope")), &unknown));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (400, json!(INVALID_PARAMS))
-        );
+        assert_eq!((status, body["error"]["code"].clone()), (400, json!(INVALID_PARAMS)));
     }
 
     #[test]
@@ -645,19 +569,13 @@ mod modern_era {
             &modern("tools/call", Some("CatalogService_Search")),
             &call,
         ));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (400, json!(HEADER_MISMATCH))
-        );
+        assert_eq!((status, body["error"]["code"].clone()), (400, json!(HEADER_MISMATCH)));
         let without_header = McpHeaders {
             protocol_version: None,
             ..modern("tools/call", Some("UserService_GetUser"))
         };
         let (status, body) = answer(post(&server(), &without_header, &call));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (400, json!(HEADER_MISMATCH))
-        );
+        assert_eq!((status, body["error"]["code"].clone()), (400, json!(HEADER_MISMATCH)));
     }
 
     #[test]
@@ -678,18 +596,8 @@ mod modern_era {
 
     #[test]
     fn removed_and_unknown_methods_are_404() {
-        for method in [
-            "initialize",
-            "ping",
-            "subscriptions/listen",
-            "resources/list",
-            "nope",
-        ] {
-            let (status, body) = answer(post(
-                &server(),
-                &modern(method, None),
-                &request(method, json!({})),
-            ));
+        for method in ["initialize", "ping", "subscriptions/listen", "resources/list", "nope"] {
+            let (status, body) = answer(post(&server(), &modern(method, None), &request(method, json!({}))));
             assert_eq!(
                 (status, body["error"]["code"].clone()),
                 (404, json!(METHOD_NOT_FOUND)),
@@ -701,21 +609,15 @@ mod modern_era {
     #[test]
     fn notifications_are_accepted_and_responses_refused() {
         let server = server();
-        let notification = json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": meta()}}).to_string();
+        let notification =
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"_meta": meta()}}).to_string();
         assert_eq!(
-            answer(post(
-                &server,
-                &modern("notifications/cancelled", None),
-                &notification
-            )),
+            answer(post(&server, &modern("notifications/cancelled", None), &notification)),
             (202, Value::Null)
         );
         let response = json!({"jsonrpc": "2.0", "id": 1, "result": {}}).to_string();
         let (status, body) = answer(post(&server, &modern("", None), &response));
-        assert_eq!(
-            (status, body["error"]["code"].clone()),
-            (400, json!(INVALID_REQUEST))
-        );
+        assert_eq!((status, body["error"]["code"].clone()), (400, json!(INVALID_REQUEST)));
     }
 }
 
@@ -757,10 +659,7 @@ mod strict_arguments {
         let (status, body) = answer(post(server, &json_headers(), body));
         assert_eq!(status, 200);
         assert_eq!(body["result"]["isError"], true, "{body}");
-        body["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
     }
 
     #[test]
@@ -771,16 +670,19 @@ mod strict_arguments {
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1,"user_id":{"$ne":null}}}}"#,
         );
         assert!(
-            text.starts_with(
-                "Invalid arguments for tool UserService_GetUser: duplicate key `user_id`."
-            ),
+            text.starts_with("Invalid arguments for tool UserService_GetUser: duplicate key `user_id`."),
             "{text}"
         );
         let text = tool_error_text(
             &server,
             r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_Search","arguments":{"filters":{"category":"CATEGORY_BOOKS","category":"CATEGORY_OUTDOOR"}}}}"#,
         );
-        assert!(text.starts_with("Invalid arguments for tool CatalogService_Search: at `filters`: duplicate key `category`."), "{text}");
+        assert!(
+            text.starts_with(
+                "Invalid arguments for tool CatalogService_Search: at `filters`: duplicate key `category`."
+            ),
+            "{text}"
+        );
     }
 
     #[test]
@@ -805,5 +707,61 @@ mod strict_arguments {
             r#"[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1,"user_id":2}}}]"#,
         ));
         assert_eq!(status, 400);
+    }
+}
+
+mod wrapped_roots {
+    use super::*;
+
+    fn kitchen_sink() -> Server {
+        Server::from_config_bytes(br#"{"services":{"test.kitchensink.v1.KitchenSinkService":{"cluster":"k"}}}"#)
+            .unwrap()
+    }
+
+    #[test]
+    fn a_non_object_response_is_wrapped_in_schema_and_content() {
+        let server = kitchen_sink();
+        let tool = server.catalog().get("KitchenSinkService_EchoTime").unwrap();
+        assert!(tool.wrap_output && !tool.wrap_input);
+        let schema = &tool.definition["outputSchema"];
+        assert_eq!(schema["type"], "object");
+        assert_eq!(
+            schema["properties"]["value"],
+            json!({"type": "string", "format": "date-time"})
+        );
+        assert_eq!(schema["required"], json!(["value"]));
+
+        let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"KitchenSinkService_EchoTime","arguments":{"at":"2026-01-01T00:00:00Z"}}}"#;
+        let (mut reply, calls) = calls(post(&server, &json_headers(), body));
+        // Timestamp{seconds: 1767225600}
+        let timestamp = [0x08, 0x80, 0xf2, 0xd6, 0xca, 0x06];
+        server.complete(
+            &mut reply,
+            &calls[0],
+            GrpcReply {
+                status: 0,
+                message: None,
+                body: &timestamp,
+            },
+        );
+        let (_, body) = finish(reply);
+        assert_eq!(
+            body["result"]["structuredContent"],
+            json!({"value": "2026-01-01T00:00:00Z"})
+        );
+    }
+
+    #[test]
+    fn object_roots_are_not_wrapped() {
+        let server = kitchen_sink();
+        let ping = server.catalog().get("KitchenSinkService_Ping").unwrap();
+        assert!(!ping.wrap_input && !ping.wrap_output);
+        assert_eq!(
+            ping.definition["inputSchema"],
+            json!({"type": "object", "additionalProperties": false})
+        );
+        let echo = server.catalog().get("KitchenSinkService_EchoTree").unwrap();
+        assert_eq!(echo.definition["inputSchema"]["$ref"], Value::Null);
+        assert!(echo.definition["inputSchema"]["$defs"]["test.kitchensink.v1.Tree"].is_object());
     }
 }

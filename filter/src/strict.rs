@@ -4,9 +4,7 @@
 
 use std::collections::HashMap;
 
-use prost_reflect::{
-    Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, Value as ProtoValue,
-};
+use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, Value as ProtoValue};
 use serde_json::Value;
 
 use crate::transcode::ArgumentError;
@@ -25,10 +23,7 @@ impl InputRules {
         let required = pool
             .all_messages()
             .filter_map(|message| {
-                let fields: Vec<FieldDescriptor> = message
-                    .fields()
-                    .filter(|field| is_required(pool, field))
-                    .collect();
+                let fields: Vec<FieldDescriptor> = message.fields().filter(|field| is_required(pool, field)).collect();
                 (!fields.is_empty()).then(|| (message.full_name().to_owned(), fields))
             })
             .collect();
@@ -36,11 +31,7 @@ impl InputRules {
     }
 
     /// Checks `arguments` (already known to be an object) against `message`.
-    pub fn check(
-        &self,
-        message: &MessageDescriptor,
-        arguments: &Value,
-    ) -> Result<(), ArgumentError> {
+    pub fn check(&self, message: &MessageDescriptor, arguments: &Value) -> Result<(), ArgumentError> {
         self.check_message(message, arguments, &mut Vec::new())
     }
 
@@ -61,10 +52,7 @@ impl InputRules {
                 .iter()
                 .any(|key| object.get(*key).is_some_and(|value| !value.is_null()));
             if !present {
-                return Err(error(
-                    path,
-                    format!("missing required field `{}`", field.name()),
-                ));
+                return Err(error(path, format!("missing required field `{}`", field.name())));
             }
         }
         for (key, value) in object {
@@ -81,12 +69,7 @@ impl InputRules {
         Ok(())
     }
 
-    fn check_field(
-        &self,
-        field: &FieldDescriptor,
-        value: &Value,
-        path: &mut Vec<String>,
-    ) -> Result<(), ArgumentError> {
+    fn check_field(&self, field: &FieldDescriptor, value: &Value, path: &mut Vec<String>) -> Result<(), ArgumentError> {
         if field.is_map() {
             let Kind::Message(entry) = field.kind() else {
                 return Ok(());
@@ -110,12 +93,7 @@ impl InputRules {
         }
     }
 
-    fn check_kind(
-        &self,
-        kind: &Kind,
-        value: &Value,
-        path: &mut Vec<String>,
-    ) -> Result<(), ArgumentError> {
+    fn check_kind(&self, kind: &Kind, value: &Value, path: &mut Vec<String>) -> Result<(), ArgumentError> {
         match (kind, value) {
             (Kind::Enum(descriptor), Value::Number(number)) => {
                 let defined = number
@@ -174,11 +152,7 @@ fn error(path: &[String], problem: String) -> ArgumentError {
         joined.push_str(segment);
     }
     ArgumentError {
-        path: if joined.is_empty() {
-            ".".into()
-        } else {
-            joined
-        },
+        path: if joined.is_empty() { ".".into() } else { joined },
         problem,
     }
 }
@@ -192,18 +166,14 @@ mod tests {
     fn check(value: Value) -> Result<(), String> {
         let pool = embedded_pool().unwrap();
         let rules = InputRules::build(&pool);
-        let message = pool
-            .get_message_by_name("test.kitchensink.v1.Everything")
-            .unwrap();
+        let message = pool.get_message_by_name("test.kitchensink.v1.Everything").unwrap();
         rules.check(&message, &value).map_err(|e| e.to_string())
     }
 
     #[test]
     fn required_fields_come_from_field_behavior_and_proto2() {
         let pool = embedded_pool().unwrap();
-        let everything = pool
-            .get_message_by_name("test.kitchensink.v1.Everything")
-            .unwrap();
+        let everything = pool.get_message_by_name("test.kitchensink.v1.Everything").unwrap();
         let must = everything.get_field_by_name("must").unwrap();
         let maybe = everything.get_field_by_name("maybe").unwrap();
         let id = pool
@@ -211,26 +181,18 @@ mod tests {
             .unwrap()
             .get_field_by_name("id")
             .unwrap();
-        assert!(
-            is_required(&pool, &must) && is_required(&pool, &id) && !is_required(&pool, &maybe)
-        );
+        assert!(is_required(&pool, &must) && is_required(&pool, &id) && !is_required(&pool, &maybe));
     }
 
     #[test]
     fn accepts_complete_arguments() {
         check(json!({"must": "x", "color": 2, "colors": {"1": "COLOR_RED", "2": 1}, "legacy": {"id": "a"}})).unwrap();
-        check(
-            json!({"must": "x", "many": [{"an_int32": 1}], "tree": {"children": [{"label": "a"}]}}),
-        )
-        .unwrap();
+        check(json!({"must": "x", "many": [{"an_int32": 1}], "tree": {"children": [{"label": "a"}]}})).unwrap();
     }
 
     #[test]
     fn refuses_missing_required_fields_at_any_depth() {
-        assert_eq!(
-            check(json!({})),
-            Err("missing required field `must`".into())
-        );
+        assert_eq!(check(json!({})), Err("missing required field `must`".into()));
         assert_eq!(
             check(json!({"must": null})),
             Err("missing required field `must`".into())
@@ -250,13 +212,9 @@ mod tests {
         assert!(check(json!({"must": "x", "colors": {"3": 9}}))
             .unwrap_err()
             .starts_with("at `colors.3`: 9 is not a value"));
-        assert!(
-            check(json!({"must": "x", "legacy": {"id": "a", "level": 0}}))
-                .unwrap_err()
-                .starts_with(
-                    "at `legacy.level`: 0 is not a value of enum test.kitchensink.v1.Level"
-                )
-        );
+        assert!(check(json!({"must": "x", "legacy": {"id": "a", "level": 0}}))
+            .unwrap_err()
+            .starts_with("at `legacy.level`: 0 is not a value of enum test.kitchensink.v1.Level"));
         assert!(check(json!({"must": "x", "color": -1})).is_err());
         assert!(check(json!({"must": "x", "color": 4294967297_u64})).is_err());
     }

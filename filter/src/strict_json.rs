@@ -26,9 +26,7 @@ pub fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
             return Err(match message.strip_prefix(DUPLICATE_MARKER) {
                 Some(key) => {
                     // serde_json appends " at line L column C" to custom errors.
-                    let key = key
-                        .rsplit_once(" at line ")
-                        .map_or(key, |(key, _position)| key);
+                    let key = key.rsplit_once(" at line ").map_or(key, |(key, _position)| key);
                     ParseError::Duplicate(DuplicateKey {
                         path: track.path().to_string(),
                         key: key.to_owned(),

@@ -68,12 +68,7 @@ impl ToolsListPages {
 }
 
 impl Page {
-    fn render(
-        tools: &[&Value],
-        next_cursor: Option<String>,
-        ttl_ms: u64,
-        server_info: &Value,
-    ) -> Page {
+    fn render(tools: &[&Value], next_cursor: Option<String>, ttl_ms: u64, server_info: &Value) -> Page {
         let mut legacy = Map::new();
         legacy.insert("tools".into(), json!(tools));
         if let Some(cursor) = next_cursor {
@@ -97,15 +92,10 @@ fn encode_cursor(fingerprint: u64, index: usize) -> String {
 }
 
 fn decode_cursor(cursor: &str) -> Option<(u64, usize)> {
-    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(cursor)
-        .ok()?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(cursor).ok()?;
     let text = String::from_utf8(bytes).ok()?;
     let (fingerprint, index) = text.split_once(':')?;
-    Some((
-        u64::from_str_radix(fingerprint, 16).ok()?,
-        index.parse().ok()?,
-    ))
+    Some((u64::from_str_radix(fingerprint, 16).ok()?, index.parse().ok()?))
 }
 
 /// FNV-1a over the tool names and the page size: stable across VMs running this build.
@@ -117,9 +107,7 @@ fn fingerprint(catalog: &Catalog, page_size: usize) -> u64 {
     names
         .chain(std::iter::once(&page[..]))
         .flat_map(|bytes| bytes.iter().chain(b"\0"))
-        .fold(OFFSET, |hash, byte| {
-            (hash ^ u64::from(*byte)).wrapping_mul(PRIME)
-        })
+        .fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]
@@ -134,12 +122,7 @@ mod tests {
         )
         .unwrap();
         let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();
-        ToolsListPages::render(
-            &catalog,
-            page_size,
-            60_000,
-            &json!({"name": "s", "version": "1"}),
-        )
+        ToolsListPages::render(&catalog, page_size, 60_000, &json!({"name": "s", "version": "1"}))
     }
 
     fn names(result: &Value) -> Vec<&str> {
@@ -154,8 +137,7 @@ mod tests {
     #[test]
     fn one_page_has_no_cursor() {
         let pages = pages(100);
-        let legacy: Value =
-            serde_json::from_str(pages.result(Era::Legacy("2025-11-25"), None).unwrap()).unwrap();
+        let legacy: Value = serde_json::from_str(pages.result(Era::Legacy("2025-11-25"), None).unwrap()).unwrap();
         assert_eq!(names(&legacy).len(), 3);
         assert!(legacy.get("nextCursor").is_none());
         assert!(legacy.get("ttlMs").is_none());
@@ -173,13 +155,9 @@ mod tests {
         let pages = pages(2);
         assert_eq!(pages.page_count(), 2);
         let first: Value = serde_json::from_str(pages.result(Era::Modern, None).unwrap()).unwrap();
-        assert_eq!(
-            names(&first),
-            ["CatalogService_Search", "CatalogService_GetItem"]
-        );
+        assert_eq!(names(&first), ["CatalogService_Search", "CatalogService_GetItem"]);
         let cursor = first["nextCursor"].as_str().unwrap();
-        let second: Value =
-            serde_json::from_str(pages.result(Era::Modern, Some(cursor)).unwrap()).unwrap();
+        let second: Value = serde_json::from_str(pages.result(Era::Modern, Some(cursor)).unwrap()).unwrap();
         assert_eq!(names(&second), ["UserService_GetUser"]);
         assert!(second.get("nextCursor").is_none());
     }
@@ -195,10 +173,7 @@ mod tests {
             Err(InvalidCursor)
         );
         assert_eq!(two.result(Era::Modern, Some("")), Err(InvalidCursor));
-        assert_eq!(
-            two.result(Era::Modern, Some("not a cursor!")),
-            Err(InvalidCursor)
-        );
+        assert_eq!(two.result(Era::Modern, Some("not a cursor!")), Err(InvalidCursor));
         assert_eq!(
             two.result(Era::Modern, Some(&encode_cursor(two.fingerprint, 0))),
             Err(InvalidCursor)

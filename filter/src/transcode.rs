@@ -24,17 +24,11 @@ impl std::fmt::Display for ArgumentError {
 }
 
 /// Encodes `arguments` as a `message`, refusing anything proto3 JSON does not allow.
-pub fn encode_arguments(
-    message: &MessageDescriptor,
-    arguments: &Value,
-) -> Result<Vec<u8>, ArgumentError> {
+pub fn encode_arguments(message: &MessageDescriptor, arguments: &Value) -> Result<Vec<u8>, ArgumentError> {
     if !arguments.is_object() {
         return Err(ArgumentError {
             path: ".".into(),
-            problem: format!(
-                "arguments must be a JSON object, got {}",
-                json_type(arguments)
-            ),
+            problem: format!("arguments must be a JSON object, got {}", json_type(arguments)),
         });
     }
     let options = DeserializeOptions::new().deny_unknown_fields(true);
@@ -62,12 +56,7 @@ pub fn decode_response(message: &MessageDescriptor, bytes: &[u8]) -> Result<Valu
         .skip_default_fields(false);
     decoded
         .serialize_with_options(serde_json::value::Serializer, &options)
-        .map_err(|error| {
-            ResponseError(format!(
-                "cannot render {} as JSON: {error}",
-                message.full_name()
-            ))
-        })
+        .map_err(|error| ResponseError(format!("cannot render {} as JSON: {error}", message.full_name())))
 }
 
 pub fn json_type(value: &Value) -> &'static str {
@@ -94,32 +83,17 @@ mod tests {
     #[test]
     fn encodes_valid_arguments() {
         let get_user = descriptor("demo.users.v1.GetUserRequest");
-        assert_eq!(
-            encode_arguments(&get_user, &json!({"user_id": 7})).unwrap(),
-            [0x08, 7]
-        );
-        assert_eq!(
-            encode_arguments(&get_user, &json!({})).unwrap(),
-            Vec::<u8>::new()
-        );
+        assert_eq!(encode_arguments(&get_user, &json!({"user_id": 7})).unwrap(), [0x08, 7]);
+        assert_eq!(encode_arguments(&get_user, &json!({})).unwrap(), Vec::<u8>::new());
         // proto3 JSON accepts the lowerCamelCase JSON name too.
-        assert_eq!(
-            encode_arguments(&get_user, &json!({"userId": 7})).unwrap(),
-            [0x08, 7]
-        );
+        assert_eq!(encode_arguments(&get_user, &json!({"userId": 7})).unwrap(), [0x08, 7]);
     }
 
     #[test]
     fn int64_accepts_strings_and_numbers() {
         let get_item = descriptor("demo.catalog.v1.GetItemRequest");
-        assert_eq!(
-            encode_arguments(&get_item, &json!({"id": "42"})).unwrap(),
-            [0x08, 42]
-        );
-        assert_eq!(
-            encode_arguments(&get_item, &json!({"id": 42})).unwrap(),
-            [0x08, 42]
-        );
+        assert_eq!(encode_arguments(&get_item, &json!({"id": "42"})).unwrap(), [0x08, 42]);
+        assert_eq!(encode_arguments(&get_item, &json!({"id": 42})).unwrap(), [0x08, 42]);
     }
 
     #[test]
@@ -135,11 +109,9 @@ mod tests {
         let search = descriptor("demo.catalog.v1.SearchRequest");
         let error = encode_arguments(&search, &json!({"query": "x", "where": "1=1"})).unwrap_err();
         assert_eq!(error.to_string(), "unrecognized field name 'where'");
-        let error = encode_arguments(&search, &json!({"filters": {"category": "CATEGORY_NOPE"}}))
-            .unwrap_err();
+        let error = encode_arguments(&search, &json!({"filters": {"category": "CATEGORY_NOPE"}})).unwrap_err();
         assert_eq!(error.path, "filters.category");
-        let error =
-            encode_arguments(&search, &json!({"filters": {"max_price_minor": true}})).unwrap_err();
+        let error = encode_arguments(&search, &json!({"filters": {"max_price_minor": true}})).unwrap_err();
         assert_eq!(error.path, "filters.max_price_minor");
         let error = encode_arguments(&search, &json!({"page_size": 1.5})).unwrap_err();
         assert_eq!(error.to_string(), "at `page_size`: expected integer value");
@@ -148,8 +120,7 @@ mod tests {
             error.to_string(),
             "at `query`: invalid type: integer `7`, expected a string"
         );
-        let error =
-            encode_arguments(&search, &json!({"page_size": 4_294_967_296_u64})).unwrap_err();
+        let error = encode_arguments(&search, &json!({"page_size": 4_294_967_296_u64})).unwrap_err();
         assert_eq!(error.path, "page_size");
     }
 
@@ -157,10 +128,7 @@ mod tests {
     fn refuses_non_object_arguments() {
         let search = descriptor("demo.catalog.v1.SearchRequest");
         let error = encode_arguments(&search, &json!(["query"])).unwrap_err();
-        assert_eq!(
-            error.to_string(),
-            "arguments must be a JSON object, got an array"
-        );
+        assert_eq!(error.to_string(), "arguments must be a JSON object, got an array");
     }
 
     #[test]
@@ -177,10 +145,6 @@ mod tests {
     fn refuses_garbage_responses() {
         let user = descriptor("demo.users.v1.User");
         let error = decode_response(&user, &[0xff, 0xff, 0xff]).unwrap_err();
-        assert!(
-            error.0.starts_with("not a valid demo.users.v1.User"),
-            "{}",
-            error.0
-        );
+        assert!(error.0.starts_with("not a valid demo.users.v1.User"), "{}", error.0);
     }
 }

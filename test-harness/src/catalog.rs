@@ -9,8 +9,7 @@ use tonic::{Request, Response, Status};
 use crate::control::Control;
 use crate::proto::catalog::catalog_service_server::CatalogService;
 use crate::proto::catalog::{
-    Category, GetItemRequest, Item, ItemEvent, Money, SearchRequest, SearchResponse,
-    WatchItemsRequest,
+    Category, GetItemRequest, Item, ItemEvent, Money, SearchRequest, SearchResponse, WatchItemsRequest,
 };
 
 #[derive(Debug, Clone)]
@@ -41,9 +40,7 @@ fn item(
         }),
         stock,
         tags: tags.iter().map(|t| (*t).to_owned()).collect(),
-        attributes: [("sku".to_owned(), format!("SKU-{id:04}"))]
-            .into_iter()
-            .collect(),
+        attributes: [("sku".to_owned(), format!("SKU-{id:04}"))].into_iter().collect(),
         updated_at: Some(Timestamp {
             seconds: EPOCH_2026 + id * 3600,
             nanos: 0,
@@ -109,8 +106,7 @@ fn matches(item: &Item, request: &SearchRequest) -> bool {
     let Some(filters) = &request.filters else {
         return text_matches;
     };
-    let category_matches =
-        filters.category == Category::Unspecified as i32 || filters.category == item.category;
+    let category_matches = filters.category == Category::Unspecified as i32 || filters.category == item.category;
     let price = item.price.as_ref().map_or(0, |p| p.amount_minor);
     let price_matches = filters.max_price_minor.is_none_or(|max| price <= max);
     let stock_matches = !filters.in_stock_only || item.stock > 0;
@@ -119,10 +115,7 @@ fn matches(item: &Item, request: &SearchRequest) -> bool {
 
 #[tonic::async_trait]
 impl CatalogService for Catalog {
-    async fn search(
-        &self,
-        request: Request<SearchRequest>,
-    ) -> Result<Response<SearchResponse>, Status> {
+    async fn search(&self, request: Request<SearchRequest>) -> Result<Response<SearchResponse>, Status> {
         self.control
             .enter("/demo.catalog.v1.CatalogService/Search", request.metadata())
             .await;
@@ -139,15 +132,10 @@ impl CatalogService for Catalog {
         let offset = match request.page_token.as_str() {
             "" => 0,
             token => token.parse::<usize>().map_err(|_| {
-                Status::invalid_argument(format!(
-                    "page_token {token:?} did not come from a previous response"
-                ))
+                Status::invalid_argument(format!("page_token {token:?} did not come from a previous response"))
             })?,
         };
-        let matching: Vec<Item> = inventory()
-            .into_iter()
-            .filter(|item| matches(item, &request))
-            .collect();
+        let matching: Vec<Item> = inventory().into_iter().filter(|item| matches(item, &request)).collect();
         let total_size = matching.len() as i32;
         let items: Vec<Item> = matching.into_iter().skip(offset).take(page_size).collect();
         let next = offset + items.len();
@@ -165,10 +153,7 @@ impl CatalogService for Catalog {
 
     async fn get_item(&self, request: Request<GetItemRequest>) -> Result<Response<Item>, Status> {
         self.control
-            .enter(
-                "/demo.catalog.v1.CatalogService/GetItem",
-                request.metadata(),
-            )
+            .enter("/demo.catalog.v1.CatalogService/GetItem", request.metadata())
             .await;
         let id = request.into_inner().id;
         inventory()
@@ -185,10 +170,7 @@ impl CatalogService for Catalog {
         request: Request<WatchItemsRequest>,
     ) -> Result<Response<Self::WatchItemsStream>, Status> {
         self.control
-            .enter(
-                "/demo.catalog.v1.CatalogService/WatchItems",
-                request.metadata(),
-            )
+            .enter("/demo.catalog.v1.CatalogService/WatchItems", request.metadata())
             .await;
         let ids = request.into_inner().ids;
         let events: Vec<Result<ItemEvent, Status>> = inventory()

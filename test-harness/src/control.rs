@@ -27,8 +27,7 @@ impl Control {
         {
             let mut seen = self.state.lock().unwrap_or_else(PoisonError::into_inner);
             *seen.counts.entry(method.to_owned()).or_default() += 1;
-            seen.metadata
-                .insert(method.to_owned(), text_entries(metadata));
+            seen.metadata.insert(method.to_owned(), text_entries(metadata));
         }
         let delay = self.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
@@ -37,11 +36,7 @@ impl Control {
     }
 
     pub fn counts(&self) -> BTreeMap<String, u64> {
-        self.state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .counts
-            .clone()
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).counts.clone()
     }
 
     pub fn metadata(&self) -> BTreeMap<String, BTreeMap<String, String>> {
@@ -59,10 +54,8 @@ impl Control {
     }
 
     pub fn set_delay(&self, delay: Duration) {
-        self.delay_ms.store(
-            u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
-            Ordering::Relaxed,
-        );
+        self.delay_ms
+            .store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), Ordering::Relaxed);
     }
 }
 
@@ -70,9 +63,7 @@ fn text_entries(metadata: &MetadataMap) -> BTreeMap<String, String> {
     metadata
         .iter()
         .filter_map(|entry| match entry {
-            KeyAndValueRef::Ascii(key, value) => {
-                Some((key.to_string(), value.to_str().ok()?.to_owned()))
-            }
+            KeyAndValueRef::Ascii(key, value) => Some((key.to_string(), value.to_str().ok()?.to_owned())),
             KeyAndValueRef::Binary(..) => None,
         })
         .collect()

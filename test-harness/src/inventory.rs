@@ -5,8 +5,7 @@ use tonic::{Request, Response, Status};
 use crate::control::Control;
 use crate::proto::inventory::inventory_service_server::InventoryService;
 use crate::proto::inventory::{
-    GetStockRequest, ListWarehousesRequest, ListWarehousesResponse, Reservation, ReserveRequest,
-    Stock,
+    GetStockRequest, ListWarehousesRequest, ListWarehousesResponse, Reservation, ReserveRequest, Stock,
 };
 
 #[derive(Debug, Clone)]
@@ -35,19 +34,12 @@ fn unknown_warehouse(warehouse: &str) -> Status {
 
 #[tonic::async_trait]
 impl InventoryService for Inventory {
-    async fn get_stock(
-        &self,
-        request: Request<GetStockRequest>,
-    ) -> Result<Response<Stock>, Status> {
+    async fn get_stock(&self, request: Request<GetStockRequest>) -> Result<Response<Stock>, Status> {
         self.control
-            .enter(
-                "/acme.inventory.v1.InventoryService/GetStock",
-                request.metadata(),
-            )
+            .enter("/acme.inventory.v1.InventoryService/GetStock", request.metadata())
             .await;
         let request = request.into_inner();
-        let on_hand = on_hand(&request.sku, &request.warehouse)
-            .ok_or_else(|| unknown_warehouse(&request.warehouse))?;
+        let on_hand = on_hand(&request.sku, &request.warehouse).ok_or_else(|| unknown_warehouse(&request.warehouse))?;
         Ok(Response::new(Stock {
             sku: request.sku,
             warehouse: request.warehouse,
@@ -56,19 +48,12 @@ impl InventoryService for Inventory {
         }))
     }
 
-    async fn reserve(
-        &self,
-        request: Request<ReserveRequest>,
-    ) -> Result<Response<Reservation>, Status> {
+    async fn reserve(&self, request: Request<ReserveRequest>) -> Result<Response<Reservation>, Status> {
         self.control
-            .enter(
-                "/acme.inventory.v1.InventoryService/Reserve",
-                request.metadata(),
-            )
+            .enter("/acme.inventory.v1.InventoryService/Reserve", request.metadata())
             .await;
         let request = request.into_inner();
-        let on_hand = on_hand(&request.sku, &request.warehouse)
-            .ok_or_else(|| unknown_warehouse(&request.warehouse))?;
+        let on_hand = on_hand(&request.sku, &request.warehouse).ok_or_else(|| unknown_warehouse(&request.warehouse))?;
         if request.quantity == 0 {
             return Err(Status::invalid_argument("quantity must be at least 1"));
         }
@@ -79,10 +64,7 @@ impl InventoryService for Inventory {
             )));
         }
         Ok(Response::new(Reservation {
-            reservation_id: format!(
-                "R-{}-{}-{}",
-                request.warehouse, request.sku, request.quantity
-            ),
+            reservation_id: format!("R-{}-{}-{}", request.warehouse, request.sku, request.quantity),
             quantity: request.quantity,
         }))
     }
@@ -92,10 +74,7 @@ impl InventoryService for Inventory {
         request: Request<ListWarehousesRequest>,
     ) -> Result<Response<ListWarehousesResponse>, Status> {
         self.control
-            .enter(
-                "/acme.inventory.v1.InventoryService/ListWarehouses",
-                request.metadata(),
-            )
+            .enter("/acme.inventory.v1.InventoryService/ListWarehouses", request.metadata())
             .await;
         Ok(Response::new(ListWarehousesResponse {
             codes: WAREHOUSES.iter().map(|c| (*c).to_owned()).collect(),

@@ -40,10 +40,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
             "--grpc" => options.grpc = value.parse()?,
             "--control" => options.control = value.parse()?,
             other => {
-                return Err(format!(
-                    "unknown flag {other}; usage: demo-upstream [--grpc ADDR] [--control ADDR]"
-                )
-                .into())
+                return Err(format!("unknown flag {other}; usage: demo-upstream [--grpc ADDR] [--control ADDR]").into())
             }
         }
     }
@@ -63,8 +60,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         control_listener.local_addr()?
     );
 
-    let control_server = axum::serve(control_listener, control_api(control.clone()))
-        .with_graceful_shutdown(shutdown());
+    let control_server = axum::serve(control_listener, control_api(control.clone())).with_graceful_shutdown(shutdown());
     let grpc_server = tonic::transport::Server::builder()
         .add_service(CatalogServiceServer::new(Catalog {
             control: control.clone(),
@@ -94,15 +90,10 @@ fn control_api(control: Control) -> Router {
     let delay = control.clone();
     Router::new()
         .route("/calls", get(move || async move { Json(calls.counts()) }))
-        .route(
-            "/metadata",
-            get(move || async move { Json(metadata.metadata()) }),
-        )
+        .route("/metadata", get(move || async move { Json(metadata.metadata()) }))
         .route(
             "/delay",
-            post(move |Query(Delay { ms }): Query<Delay>| async move {
-                delay.set_delay(Duration::from_millis(ms))
-            }),
+            post(move |Query(Delay { ms }): Query<Delay>| async move { delay.set_delay(Duration::from_millis(ms)) }),
         )
         .route("/reset", post(move || async move { control.reset() }))
 }
