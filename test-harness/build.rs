@@ -13,6 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "demo/catalog/v1/catalog.proto",
         "demo/users/v1/users.proto",
         "acme/inventory/v1/inventory.proto",
+        "test/kitchensink/v1/kitchen_sink.proto",
     ];
     let descriptors = protox::compile(files, &includes)?;
     tonic_prost_build::configure()

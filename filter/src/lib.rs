@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod config;
 pub mod descriptors;
 pub mod docs;
+pub mod explain;
 pub mod grpc;
 pub mod http;
 pub mod jsonrpc;

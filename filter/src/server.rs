@@ -11,6 +11,7 @@ use serde_json::{json, Map, Value};
 use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::configured_pool;
+use crate::explain::explain;
 use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::{HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
@@ -404,7 +405,8 @@ impl Server {
         let checked = match &context.duplicate_argument {
             Some(duplicate) => Err(duplicate.clone()),
             None => unwrap_arguments(tool, arguments).and_then(|arguments| {
-                let message = encode_arguments(&tool.method.input(), arguments)?;
+                let input = tool.method.input();
+                let message = encode_arguments(&input, arguments).map_err(|error| explain(&input, arguments, error))?;
                 self.catalog.rules().check(&tool.method.input(), arguments)?;
                 Ok(message)
             }),

@@ -321,9 +321,10 @@ mod legacy_era {
         assert_eq!(status, 200);
         assert_eq!(body["result"]["isError"], true);
         let text = body["result"]["content"][0]["text"].as_str().unwrap();
-        assert!(
-            text.starts_with("Invalid arguments for tool UserService_GetUser: at `user_id`: invalid type: map"),
-            "{text}"
+        assert_eq!(
+            text,
+            "Invalid arguments for tool UserService_GetUser: at `user_id`: expected a 32-bit integer from -2147483648 \
+             to 2147483647, got {\"$ne\":null}. The request was not sent; fix the arguments to match the tool's inputSchema."
         );
     }
 

@@ -4,6 +4,7 @@
 pub mod catalog;
 pub mod control;
 pub mod inventory;
+pub mod kitchen_sink;
 pub mod users;
 
 pub mod proto {
@@ -15,5 +16,8 @@ pub mod proto {
     }
     pub mod inventory {
         tonic::include_proto!("acme.inventory.v1");
+    }
+    pub mod kitchen_sink {
+        tonic::include_proto!("test.kitchensink.v1");
     }
 }

@@ -57,7 +57,7 @@ def test_python_sdk_lists_and_calls_tools(
     jsonschema.validate(search.structured_content, tools["CatalogService_Search"].output_schema)
 
     assert seen["injection"].is_error is True
-    assert "at `user_id`: invalid type: map" in seen["injection"].content[0].text
+    assert "at `user_id`: expected a 32-bit integer from -2147483648 to 2147483647, got {" in seen["injection"].content[0].text
     assert seen["missing"].is_error is True
     assert "NOT_FOUND (5): no user has id 404" in seen["missing"].content[0].text
 
@@ -85,7 +85,7 @@ def test_typescript_sdk_lists_and_calls_tools(envoy: Envoy, paged_envoy: Envoy, 
     assert seen["item"]["structuredContent"]["name"] == "Camping stove"
     assert [i["id"] for i in seen["search"]["structuredContent"]["items"]] == ["3"]
     assert seen["injection"]["isError"] is True
-    assert "at `user_id`: invalid type: map" in seen["injection"]["content"][0]["text"]
+    assert "at `user_id`: expected a 32-bit integer from -2147483648 to 2147483647, got {" in seen["injection"]["content"][0]["text"]
     assert seen["missing"]["isError"] is True
     assert "NOT_FOUND (5)" in seen["missing"]["content"][0]["text"]
     assert upstream.calls() == {

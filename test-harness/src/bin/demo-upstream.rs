@@ -18,8 +18,10 @@ use serde::Deserialize;
 use switchblade_test_harness::catalog::Catalog;
 use switchblade_test_harness::control::Control;
 use switchblade_test_harness::inventory::Inventory;
+use switchblade_test_harness::kitchen_sink::KitchenSink;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
+use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::users::Users;
 
@@ -68,7 +70,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .add_service(UserServiceServer::new(Users {
             control: control.clone(),
         }))
-        .add_service(InventoryServiceServer::new(Inventory { control }))
+        .add_service(InventoryServiceServer::new(Inventory {
+            control: control.clone(),
+        }))
+        .add_service(KitchenSinkServiceServer::new(KitchenSink { control }))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
             shutdown(),
