@@ -26,6 +26,15 @@ ENVOY_BIN = Path(os.environ.get("ENVOY_BIN", REPO / ".venv/bin/envoy"))
 DEMO_CONFIG = REPO / "envoy/demo.yaml"
 
 
+def is_deadline_error(text: str, method: str, deadline_ms: int) -> bool:
+    """A call that ran out of time. Envoy sends the deadline upstream as `grpc-timeout`, so two
+    timers race: Envoy's own (reported as DEADLINE_EXCEEDED with the deadline), or the
+    upstream's (tonic answers CANCELLED "Timeout expired"). Either shows the deadline applied."""
+    envoy = f"{method} failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the {deadline_ms} ms deadline"
+    upstream = f"{method} failed with gRPC status CANCELLED (1): Timeout expired"
+    return text in (envoy, upstream)
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from harness import REPO, Envoy, Mcp, Upstream, demo_plugin
+from harness import REPO, Envoy, Mcp, Upstream, demo_plugin, is_deadline_error
 
 CLI = REPO / "target/release/switchblade"
 CATALOG = "demo.catalog.v1.CatalogService"
@@ -76,8 +76,10 @@ def test_overrides_rename_describe_and_time_tools(swap, upstream: Upstream) -> N
     assert (tool["title"], tool["description"]) == ("Find a user", "Looks a user up.")
     assert tool["annotations"] == {"readOnlyHint": True, "openWorldHint": False}
     upstream.delay(1500)
+    started = time.monotonic()
     text = mcp.call_tool("get_user", {"user_id": 1})["content"][0]["text"]
-    assert "DEADLINE_EXCEEDED (4): no answer within the 250 ms deadline" in text
+    assert is_deadline_error(text, f"{USERS}/GetUser", 250), text
+    assert time.monotonic() - started < 1.2, "the 250 ms override was not applied"
 
 
 def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Upstream) -> None:
