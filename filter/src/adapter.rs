@@ -35,9 +35,20 @@ impl RootContext for Root {
                 return false;
             }
         };
+        let started = hostcalls::get_current_time().ok();
         match Server::from_config_bytes(&bytes) {
             Ok(server) => {
-                info!("serving {} tools at {}", server.catalog().len(), server.mcp_path());
+                let took = started
+                    .zip(hostcalls::get_current_time().ok())
+                    .and_then(|(start, end)| end.duration_since(start).ok())
+                    .map_or_else(String::new, |took| {
+                        format!(" (catalog built in {} ms)", took.as_millis())
+                    });
+                info!(
+                    "serving {} tools at {}{took}",
+                    server.catalog().len(),
+                    server.mcp_path()
+                );
                 self.server = Some(Rc::new(server));
                 true
             }

@@ -30,11 +30,19 @@ pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &
     let mut builder = Builder {
         direction,
         docs,
+        depth: 0,
         defs: BTreeMap::new(),
+        pending: Vec::new(),
         recursive: HashMap::new(),
     };
     // The root follows the same mapping as a field: a Timestamp is a string, wherever it is.
     let mut root = builder.well_known(message).unwrap_or_else(|| builder.object(message));
+    // Messages behind a `$ref` are built here, one at a time, so the stack stays shallow.
+    while let Some(pending) = builder.pending.pop() {
+        builder.depth = 0;
+        let schema = builder.object(&pending);
+        builder.defs.insert(pending.full_name().to_owned(), schema);
+    }
     if !builder.defs.is_empty() {
         if let Value::Object(map) = &mut root {
             map.insert("$defs".into(), Value::Object(builder.defs.into_iter().collect()));
@@ -43,11 +51,20 @@ pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &
     root
 }
 
+/// How deep messages nest inline before the rest goes behind `$ref`s: enough for real APIs
+/// to read as one tree, small enough that no descriptor can exhaust the Wasm stack.
+pub const MAX_INLINE_DEPTH: usize = 16;
+
 struct Builder<'a> {
     direction: Direction,
     docs: &'a Docs,
-    /// Schemas of messages that take part in a cycle, referenced by `$ref`.
+    /// Messages inlined around the one being built.
+    depth: usize,
+    /// Schemas referenced by `$ref`: messages in a cycle, or nested deeper than
+    /// `MAX_INLINE_DEPTH`. `Null` until built.
     defs: BTreeMap<String, Value>,
+    /// Referenced messages still to build.
+    pending: Vec<MessageDescriptor>,
     recursive: HashMap<String, bool>,
 }
 
@@ -175,15 +192,16 @@ impl Builder<'_> {
         if let Some(schema) = self.well_known(message) {
             return schema;
         }
-        if !self.is_recursive(message) {
-            return self.object(message);
+        if self.depth < MAX_INLINE_DEPTH && !self.is_recursive(message) {
+            self.depth += 1;
+            let schema = self.object(message);
+            self.depth -= 1;
+            return schema;
         }
         let name = message.full_name().to_owned();
         if !self.defs.contains_key(&name) {
-            // Placeholder first, so the cycle back to this message ends at a `$ref`.
             self.defs.insert(name.clone(), Value::Null);
-            let schema = self.object(message);
-            self.defs.insert(name.clone(), schema);
+            self.pending.push(message.clone());
         }
         json!({"$ref": format!("#/$defs/{name}")})
     }

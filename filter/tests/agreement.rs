@@ -2,9 +2,9 @@
 //! filter renders validates against the tool's output schema and input schema, every schema
 //! is valid JSON Schema 2020-12, and JSON → protobuf → JSON gives the same JSON back.
 
+use proptest::prelude::*;
 use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage, Value};
-use proptest::prelude::*;
 use serde_json::Value as Json;
 use switchblade_filter::descriptors::embedded_pool;
 use switchblade_filter::docs::Docs;
@@ -67,7 +67,9 @@ fn random_message(descriptor: &MessageDescriptor, rng: &mut Rng, depth: u32) -> 
 
 fn random_field(field: &FieldDescriptor, rng: &mut Rng, depth: u32) -> Value {
     if field.is_map() {
-        let Kind::Message(entry) = field.kind() else { unreachable!() };
+        let Kind::Message(entry) = field.kind() else {
+            unreachable!()
+        };
         let (key, value) = (entry.map_entry_key_field(), entry.map_entry_value_field());
         let map = (0..rng.below(3))
             .filter_map(|_| {
@@ -85,7 +87,11 @@ fn random_field(field: &FieldDescriptor, rng: &mut Rng, depth: u32) -> Value {
             .collect();
         Value::Map(map)
     } else if field.is_list() {
-        Value::List((0..rng.below(3)).map(|_| random_value(&field.kind(), rng, depth + 1)).collect())
+        Value::List(
+            (0..rng.below(3))
+                .map(|_| random_value(&field.kind(), rng, depth + 1))
+                .collect(),
+        )
     } else {
         random_value(&field.kind(), rng, depth + 1)
     }
@@ -96,11 +102,16 @@ fn random_value(kind: &Kind, rng: &mut Rng, depth: u32) -> Value {
         Kind::Double => Value::F64(rng.pick(&[0.0, -1.5, 1e300, 2.5e-8, 123456.789])),
         Kind::Float => Value::F32(rng.pick(&[0.0, 0.5, -3.25, 1e30])),
         Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => Value::I32(rng.pick(&[0, -1, i32::MIN, i32::MAX, 7])),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => Value::I64(rng.pick(&[0, -1, i64::MIN, i64::MAX, 9_007_199_254_740_993])),
+        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
+            Value::I64(rng.pick(&[0, -1, i64::MIN, i64::MAX, 9_007_199_254_740_993]))
+        }
         Kind::Uint32 | Kind::Fixed32 => Value::U32(rng.pick(&[0, 1, u32::MAX])),
         Kind::Uint64 | Kind::Fixed64 => Value::U64(rng.pick(&[0, 1, u64::MAX])),
         Kind::Bool => Value::Bool(rng.chance(50)),
-        Kind::String => Value::String(rng.pick(&["", "plain", "ünïcødé ✓", "quote \" and \\ backslash", "line\nbreak"]).to_owned()),
+        Kind::String => Value::String(
+            rng.pick(&["", "plain", "ünïcødé ✓", "quote \" and \\ backslash", "line\nbreak"])
+                .to_owned(),
+        ),
         Kind::Bytes => Value::Bytes(rng.pick(&[vec![], vec![0, 1, 2, 255], b"text".to_vec()]).into()),
         Kind::Enum(descriptor) => {
             let numbers: Vec<i32> = descriptor.values().map(|value| value.number()).collect();
@@ -113,14 +124,20 @@ fn random_value(kind: &Kind, rng: &mut Rng, depth: u32) -> Value {
 /// Valid samples of the well-known types (their JSON forms have rules of their own).
 fn well_known(descriptor: &MessageDescriptor, rng: &mut Rng) -> Option<DynamicMessage> {
     let json = match descriptor.full_name() {
-        "google.protobuf.Timestamp" => rng.pick(&[r#""1970-01-01T00:00:00Z""#, r#""2026-01-31T12:00:00.250Z""#, r#""9999-12-31T23:59:59.999999999Z""#]),
+        "google.protobuf.Timestamp" => rng.pick(&[
+            r#""1970-01-01T00:00:00Z""#,
+            r#""2026-01-31T12:00:00.250Z""#,
+            r#""9999-12-31T23:59:59.999999999Z""#,
+        ]),
         "google.protobuf.Duration" => rng.pick(&[r#""0s""#, r#""-1.500s""#, r#""315576000000s""#]),
         "google.protobuf.FieldMask" => rng.pick(&[r#""""#, r#""name,price.amount""#]),
         "google.protobuf.Struct" => rng.pick(&[r#"{}"#, r#"{"a":[1,"b",null,true,{"c":{}}]}"#]),
         "google.protobuf.Value" => rng.pick(&["null", "1.5", r#""s""#, "[1,[2]]", r#"{"k":false}"#]),
         "google.protobuf.ListValue" => rng.pick(&["[]", r#"[1,"a",null]"#]),
         "google.protobuf.Empty" => "{}",
-        "google.protobuf.Any" => r#"{"@type":"type.googleapis.com/test.kitchensink.v1.Tree","label":"x","children":[]}"#,
+        "google.protobuf.Any" => {
+            r#"{"@type":"type.googleapis.com/test.kitchensink.v1.Tree","label":"x","children":[]}"#
+        }
         _ => return None,
     };
     let mut deserializer = serde_json::Deserializer::from_str(json);
@@ -148,7 +165,8 @@ fn check_agreement(name: &str, seed: u64) {
     if let Err(error) = input.validate(&rendered) {
         panic!("{name}: output is not valid input: {error}\n{rendered}");
     }
-    let reencoded = encode_arguments(&descriptor, &rendered).unwrap_or_else(|error| panic!("{name}: {error}\n{rendered}"));
+    let reencoded =
+        encode_arguments(&descriptor, &rendered).unwrap_or_else(|error| panic!("{name}: {error}\n{rendered}"));
     let again = decode_response(&descriptor, &reencoded).unwrap();
     assert_eq!(again, rendered, "{name}: JSON → protobuf → JSON changed the message");
     let decoded = DynamicMessage::decode(descriptor.clone(), reencoded.as_slice()).unwrap();
@@ -171,7 +189,11 @@ fn every_message_in_the_embedded_set_has_valid_schemas() {
     for message in pool.all_messages().filter(|message| !message.is_map_entry()) {
         for direction in [Direction::Input, Direction::Output] {
             let schema = message_schema(&message, direction, &docs);
-            assert!(jsonschema::meta::is_valid(&schema), "{} {direction:?}: {schema}", message.full_name());
+            assert!(
+                jsonschema::meta::is_valid(&schema),
+                "{} {direction:?}: {schema}",
+                message.full_name()
+            );
         }
     }
 }
