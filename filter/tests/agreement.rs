@@ -2,6 +2,9 @@
 //! filter renders validates against the tool's output schema and input schema, every schema
 //! is valid JSON Schema 2020-12, and JSON → protobuf → JSON gives the same JSON back.
 
+// Test code: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use proptest::prelude::*;
 use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, ReflectMessage, Value};

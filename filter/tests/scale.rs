@@ -3,6 +3,9 @@
 //! next, and a 100-message cycle. The build runs on a thread with a small stack, as the Wasm
 //! VM has (1 MiB, the Wasm default).
 
+// Test code: a failed expectation is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::time::Instant;
 
 use base64::Engine;
