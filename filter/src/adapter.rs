@@ -9,7 +9,7 @@ use std::rc::Rc;
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, ContextType, LogLevel, MapType};
+use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, Status};
 
 use crate::http::{route, HttpResponse, McpHeaders, Route};
 use crate::server::{GrpcReply, McpRequest, Outcome, Reply, Server, UpstreamCall};
@@ -77,9 +77,17 @@ enum State {
     ReadingBody(McpHeaders),
     AwaitingUpstream {
         reply: Reply,
-        calls: HashMap<u32, UpstreamCall>,
+        calls: HashMap<u32, InFlight>,
     },
     Answered,
+}
+
+/// A call on a gRPC stream: the stream API is the one that hands over trailers, and with
+/// them `grpc-status-details-bin`.
+struct InFlight {
+    call: UpstreamCall,
+    message: Option<Bytes>,
+    details: Option<Bytes>,
 }
 
 /// One HTTP request through the filter.
@@ -88,23 +96,43 @@ struct Exchange {
     state: State,
 }
 
+impl Exchange {
+    fn in_flight(&mut self, token: u32) -> Option<&mut InFlight> {
+        match &mut self.state {
+            State::AwaitingUpstream { calls, .. } => calls.get_mut(&token),
+            _ => None,
+        }
+    }
+}
+
 impl Context for Exchange {
-    fn on_grpc_call_response(&mut self, token_id: u32, status_code: u32, response_size: usize) {
-        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
-            warn!("gRPC reply for a request that is not waiting for one");
-            return;
-        };
-        let Some(call) = calls.remove(&token_id) else {
-            warn!("gRPC reply with an unknown token {token_id}");
-            return;
-        };
-        let body = if response_size == 0 {
+    fn on_grpc_stream_message(&mut self, token: u32, message_size: usize) {
+        let message = hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, message_size).unwrap_or_else(|status| {
+            warn!("cannot read the gRPC reply: {status:?}");
             None
-        } else {
-            hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, response_size).unwrap_or_else(|status| {
-                warn!("cannot read the gRPC reply: {status:?}");
-                None
-            })
+        });
+        if let Some(in_flight) = self.in_flight(token) {
+            in_flight.message = message;
+        }
+    }
+
+    fn on_grpc_stream_trailing_metadata(&mut self, token: u32, _elements: u32) {
+        let details = hostcalls::get_map_value_bytes(MapType::GrpcReceiveTrailingMetadata, "grpc-status-details-bin")
+            .ok()
+            .flatten();
+        if let Some(in_flight) = self.in_flight(token) {
+            in_flight.details = details;
+        }
+    }
+
+    fn on_grpc_stream_close(&mut self, token: u32, status_code: u32) {
+        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
+            warn!("gRPC stream closed for a request that is not waiting for one");
+            return;
+        };
+        let Some(in_flight) = calls.remove(&token) else {
+            warn!("gRPC stream closed with an unknown token {token}");
+            return;
         };
         let message = match hostcalls::get_grpc_status() {
             Ok((_, message)) => message,
@@ -113,9 +141,10 @@ impl Context for Exchange {
         let grpc = GrpcReply {
             status: status_code,
             message: message.as_deref(),
-            body: body.as_deref().unwrap_or_default(),
+            body: in_flight.message.as_deref().unwrap_or_default(),
+            details: in_flight.details.as_deref(),
         };
-        self.server.complete(reply, &call, grpc);
+        self.server.complete(reply, &in_flight.call, grpc);
         self.send_if_complete();
     }
 }
@@ -177,26 +206,19 @@ impl Exchange {
     fn dispatch(&mut self, mut reply: Reply, calls: Vec<UpstreamCall>) {
         let mut in_flight = HashMap::with_capacity(calls.len());
         for call in calls {
-            let tool = &call.tool;
-            let metadata: Vec<(&str, &[u8])> = call
-                .metadata
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes()))
-                .collect();
-            let dispatched = hostcalls::dispatch_grpc_call(
-                &tool.cluster,
-                tool.service_name(),
-                tool.method_name(),
-                metadata,
-                Some(&call.message),
-                tool.timeout,
-            );
-            match dispatched {
+            match open_call(&call) {
                 Ok(token) => {
-                    in_flight.insert(token, call);
+                    in_flight.insert(
+                        token,
+                        InFlight {
+                            call,
+                            message: None,
+                            details: None,
+                        },
+                    );
                 }
                 Err(status) => {
-                    warn!("cannot call cluster {:?}: {status:?}", tool.cluster);
+                    warn!("cannot call cluster {:?}: {status:?}", call.tool.cluster);
                     self.server.dispatch_failed(&mut reply, &call, &format!("{status:?}"));
                 }
             }
@@ -223,6 +245,30 @@ impl Exchange {
         self.state = State::Answered;
         send(response);
     }
+}
+
+/// Opens a gRPC stream for a unary call and sends its one message. The deadline travels as
+/// `grpc-timeout`, for the upstream to enforce.
+fn open_call(call: &UpstreamCall) -> Result<u32, Status> {
+    let tool = &call.tool;
+    let timeout = grpc_timeout(tool.timeout);
+    let mut metadata: Vec<(&str, &[u8])> = call
+        .metadata
+        .iter()
+        .map(|(name, value)| (name.as_str(), value.as_bytes()))
+        .collect();
+    metadata.push(("grpc-timeout", timeout.as_bytes()));
+    let token = hostcalls::open_grpc_stream(&tool.cluster, tool.service_name(), tool.method_name(), metadata)?;
+    if let Err(status) = hostcalls::send_grpc_stream_message(token, Some(&call.message), true) {
+        let _ = hostcalls::cancel_grpc_stream(token);
+        return Err(status);
+    }
+    Ok(token)
+}
+
+/// `grpc-timeout` in milliseconds (at most 8 digits, as the gRPC spec allows).
+fn grpc_timeout(timeout: std::time::Duration) -> String {
+    format!("{}m", timeout.as_millis().min(99_999_999))
 }
 
 /// All the headers the MCP endpoint reads, from one host call (duplicates stay visible).

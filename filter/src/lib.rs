@@ -15,6 +15,7 @@ pub mod jsonrpc;
 pub mod protocol;
 pub mod schema;
 pub mod server;
+pub mod status_details;
 pub mod strict;
 pub mod strict_json;
 pub mod tools_list;

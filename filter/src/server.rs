@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 
 use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
 use crate::config::{ConfigError, PluginConfig};
-use crate::descriptors::configured_pool;
+use crate::descriptors::{configured_pool, embedded_pool};
 use crate::explain::explain;
 use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::{HttpResponse, McpHeaders};
@@ -19,6 +19,7 @@ use crate::protocol::{
     check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION, LEGACY_VERSIONS,
     MODERN_VERSION, SERVER_INFO_META,
 };
+use crate::status_details::StatusDetails;
 use crate::strict_json::DuplicateKey;
 use crate::tools_list::ToolsListPages;
 use crate::transcode::{decode_response, encode_arguments, json_type, ArgumentError};
@@ -57,6 +58,8 @@ pub struct GrpcReply<'a> {
     pub status: u32,
     pub message: Option<&'a str>,
     pub body: &'a [u8],
+    /// The `grpc-status-details-bin` trailer, if the upstream sent one.
+    pub details: Option<&'a [u8]>,
 }
 
 /// The answer to a POST, assembled as its upstream calls return.
@@ -114,6 +117,8 @@ pub struct Server {
     discover_result: String,
     /// Request headers sent upstream as gRPC metadata.
     forward_headers: Vec<String>,
+    /// Renders error details; decoded with the embedded `google.rpc` messages.
+    status_details: Option<StatusDetails>,
 }
 
 /// What every message of one POST shares.
@@ -167,6 +172,7 @@ impl Server {
             tools_list,
             discover_result,
             forward_headers: config.forward_headers.clone(),
+            status_details: embedded_pool().ok().and_then(StatusDetails::new),
         })
     }
 
@@ -443,7 +449,14 @@ impl Server {
                 )),
             }
         } else {
-            tool_error(grpc_failure_text(&call.tool, grpc.status, grpc.message))
+            let mut text = grpc_failure_text(&call.tool, grpc.status, grpc.message);
+            if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
+                for line in renderer.render(details) {
+                    text.push_str("\n- ");
+                    text.push_str(&line);
+                }
+            }
+            tool_error(text)
         };
         self.fill(reply, call, result);
     }

@@ -89,6 +89,7 @@ const USER_7: GrpcReply<'static> = GrpcReply {
     status: 0,
     message: None,
     body: &[0x08, 7],
+    details: None,
 };
 
 mod legacy_era {
@@ -291,18 +292,20 @@ mod legacy_era {
             text(GrpcReply {
                 status: 5,
                 message: Some("no%20user%207{via_upstream}"),
-                body: &[]
+                body: &[],
+                details: None
             }),
             "demo.users.v1.UserService/GetUser failed with gRPC status NOT_FOUND (5): no user 7"
         );
         assert_eq!(
-            text(GrpcReply { status: 14, message: Some("upstream request timeout"), body: &[] }),
+            text(GrpcReply { status: 14, message: Some("upstream request timeout"), body: &[], details: None }),
             "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"
         );
         assert!(text(GrpcReply {
             status: 0,
             message: None,
-            body: &[0xff, 0xff]
+            body: &[0xff, 0xff],
+            details: None
         })
         .contains("could not be decoded"));
 
@@ -415,6 +418,7 @@ mod batches {
                 status: 5,
                 message: Some("gone"),
                 body: &[],
+                details: None,
             },
         );
         assert!(!reply.is_complete());
@@ -743,6 +747,7 @@ mod wrapped_roots {
                 status: 0,
                 message: None,
                 body: &timestamp,
+                details: None,
             },
         );
         let (_, body) = finish(reply);

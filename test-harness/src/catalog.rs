@@ -5,6 +5,7 @@ use std::pin::Pin;
 use prost_types::Timestamp;
 use tokio_stream::Stream;
 use tonic::{Request, Response, Status};
+use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::control::Control;
 use crate::proto::catalog::catalog_service_server::CatalogService;
@@ -98,6 +99,28 @@ pub fn inventory() -> Vec<Item> {
     ]
 }
 
+/// INVALID_ARGUMENT with the standard details a client can act on.
+fn page_size_error(size: i32) -> Status {
+    let mut details =
+        ErrorDetails::with_bad_request_violation("page_size", format!("must be between 1 and 50, got {size}"));
+    details.set_error_info(
+        "PAGE_SIZE_OUT_OF_RANGE",
+        "catalog.demo",
+        [("max".to_owned(), "50".to_owned())],
+    );
+    Status::with_error_details(
+        tonic::Code::InvalidArgument,
+        format!("page_size must be between 1 and 50, got {size}"),
+        details,
+    )
+}
+
+fn item_not_found(id: i64) -> Status {
+    let mut details = ErrorDetails::new();
+    details.set_resource_info("demo.catalog.v1.Item", id.to_string(), "catalog", "no such item");
+    Status::with_error_details(tonic::Code::NotFound, format!("no item has id {id}"), details)
+}
+
 fn matches(item: &Item, request: &SearchRequest) -> bool {
     let query = request.query.to_lowercase();
     let text_matches = query.is_empty()
@@ -123,11 +146,7 @@ impl CatalogService for Catalog {
         let page_size = match request.page_size {
             0 => 10,
             size @ 1..=50 => size as usize,
-            size => {
-                return Err(Status::invalid_argument(format!(
-                    "page_size must be between 1 and 50, got {size}"
-                )))
-            }
+            size => return Err(page_size_error(size)),
         };
         let offset = match request.page_token.as_str() {
             "" => 0,
@@ -160,7 +179,7 @@ impl CatalogService for Catalog {
             .into_iter()
             .find(|item| item.id == id)
             .map(Response::new)
-            .ok_or_else(|| Status::not_found(format!("no item has id {id}")))
+            .ok_or_else(|| item_not_found(id))
     }
 
     type WatchItemsStream = Pin<Box<dyn Stream<Item = Result<ItemEvent, Status>> + Send>>;

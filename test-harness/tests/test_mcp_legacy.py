@@ -144,13 +144,21 @@ def test_type_confusion_is_refused_with_the_path_and_no_upstream_call(
 
 def test_not_found_becomes_a_tool_error(mcp: Mcp, upstream: Upstream) -> None:
     text = error_text(mcp.call_tool("CatalogService_GetItem", {"id": "99"}))
-    assert text == "demo.catalog.v1.CatalogService/GetItem failed with gRPC status NOT_FOUND (5): no item has id 99"
+    assert text == (
+        "demo.catalog.v1.CatalogService/GetItem failed with gRPC status NOT_FOUND (5): no item has id 99\n"
+        "- ResourceInfo: demo.catalog.v1.Item 99 (owner catalog): no such item"
+    )
     assert upstream.calls() == {"/demo.catalog.v1.CatalogService/GetItem": 1}
 
 
-def test_upstream_invalid_argument_becomes_a_tool_error(mcp: Mcp) -> None:
+def test_upstream_errors_carry_their_status_details(mcp: Mcp) -> None:
     text = error_text(mcp.call_tool("CatalogService_Search", {"page_size": 500}))
-    assert "INVALID_ARGUMENT (3): page_size must be between 1 and 50, got 500" in text
+    assert text == (
+        "demo.catalog.v1.CatalogService/Search failed with gRPC status INVALID_ARGUMENT (3): "
+        "page_size must be between 1 and 50, got 500\n"
+        "- ErrorInfo: reason PAGE_SIZE_OUT_OF_RANGE in domain catalog.demo (max=50)\n"
+        "- BadRequest: field `page_size`: must be between 1 and 50, got 500"
+    )
 
 
 def test_unknown_tool_is_a_protocol_error(mcp: Mcp) -> None:

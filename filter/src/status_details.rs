@@ -1,0 +1,255 @@
+//! `grpc-status-details-bin`: the `google.rpc.Status` a service attaches to an error, rendered
+//! as lines a model can act on (which field was wrong, when to retry, what to fix).
+
+use base64::Engine;
+use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions, Value as ProtoValue};
+use serde_json::Value;
+
+/// Decodes status details with the `google.rpc` messages of the embedded descriptor set, so
+/// details render whatever descriptor set a configuration brings.
+#[derive(Debug)]
+pub struct StatusDetails {
+    pool: DescriptorPool,
+    status: MessageDescriptor,
+}
+
+impl StatusDetails {
+    pub fn new(pool: DescriptorPool) -> Option<Self> {
+        let status = pool.get_message_by_name("google.rpc.Status")?;
+        Some(StatusDetails { pool, status })
+    }
+
+    /// One line per detail. The trailer may arrive as raw bytes or base64 text.
+    pub fn render(&self, trailer: &[u8]) -> Vec<String> {
+        let decode = |bytes: &[u8]| DynamicMessage::decode(self.status.clone(), bytes).ok();
+        // gRPC sends -bin metadata base64-encoded on the wire; hosts may or may not decode it.
+        let Some(status) = base64_text(trailer)
+            .and_then(|bytes| decode(&bytes))
+            .or_else(|| decode(trailer))
+        else {
+            return vec!["(grpc-status-details-bin could not be decoded as google.rpc.Status)".into()];
+        };
+        let details = status.get_field_by_name("details");
+        let Some(ProtoValue::List(details)) = details.as_deref() else {
+            return Vec::new();
+        };
+        details
+            .iter()
+            .filter_map(ProtoValue::as_message)
+            .map(|any| self.render_detail(any))
+            .collect()
+    }
+
+    /// Each `Any` on its own, so one detail of an unknown type does not hide the others.
+    fn render_detail(&self, any: &DynamicMessage) -> String {
+        let field = |name: &str| any.get_field_by_name(name).map(|value| value.into_owned());
+        let type_url = field("type_url")
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        let bytes = field("value")
+            .and_then(|value| value.as_bytes().cloned())
+            .unwrap_or_default();
+        let name = type_url.rsplit('/').next().unwrap_or(&type_url);
+        let options = SerializeOptions::new().use_proto_field_name(true);
+        let detail = self
+            .pool
+            .get_message_by_name(name)
+            .and_then(|descriptor| DynamicMessage::decode(descriptor, bytes.as_ref()).ok())
+            .and_then(|message| {
+                message
+                    .serialize_with_options(serde_json::value::Serializer, &options)
+                    .ok()
+            });
+        let Some(detail) = detail else {
+            return format!("detail of type {type_url} (not decoded)");
+        };
+        let short = name.rsplit('.').next().unwrap_or(name);
+        format!("{short}: {}", describe(name, &detail).trim())
+    }
+}
+
+/// The words for one detail message, given as JSON.
+fn describe(name: &str, detail: &Value) -> String {
+    match name {
+        "google.rpc.BadRequest" => each(detail, "field_violations", |v| {
+            let reason = text(v, "reason").map(|r| format!(" [{r}]")).unwrap_or_default();
+            format!("field `{}`: {}{reason}", str(v, "field"), str(v, "description"))
+        }),
+        "google.rpc.ErrorInfo" => {
+            let metadata: Vec<String> = detail["metadata"]
+                .as_object()
+                .into_iter()
+                .flatten()
+                .map(|(key, value)| format!("{key}={}", value.as_str().unwrap_or_default()))
+                .collect();
+            let metadata = if metadata.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", metadata.join(", "))
+            };
+            format!(
+                "reason {} in domain {}{metadata}",
+                str(detail, "reason"),
+                str(detail, "domain")
+            )
+        }
+        "google.rpc.RetryInfo" => format!("retry after {}", str(detail, "retry_delay")),
+        "google.rpc.PreconditionFailure" => each(detail, "violations", |v| {
+            format!("{} {}: {}", str(v, "type"), str(v, "subject"), str(v, "description"))
+        }),
+        "google.rpc.QuotaFailure" => each(detail, "violations", |v| {
+            format!("{}: {}", str(v, "subject"), str(v, "description"))
+        }),
+        "google.rpc.ResourceInfo" => format!(
+            "{} {} (owner {}): {}",
+            str(detail, "resource_type"),
+            str(detail, "resource_name"),
+            str(detail, "owner"),
+            str(detail, "description")
+        ),
+        "google.rpc.RequestInfo" => format!("request {} {}", str(detail, "request_id"), str(detail, "serving_data")),
+        "google.rpc.Help" => each(detail, "links", |v| {
+            format!("{}: {}", str(v, "description"), str(v, "url"))
+        }),
+        "google.rpc.LocalizedMessage" => format!("[{}] {}", str(detail, "locale"), str(detail, "message")),
+        "google.rpc.DebugInfo" => {
+            let stack: Vec<&str> = detail["stack_entries"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(Value::as_str)
+                .collect();
+            format!("{} {}", str(detail, "detail"), stack.join(" / "))
+        }
+        // A type the pool knows but this list does not: its fields, as JSON.
+        _ => detail.to_string(),
+    }
+}
+
+fn each(detail: &Value, key: &str, line: impl Fn(&Value) -> String) -> String {
+    let items: Vec<String> = detail[key].as_array().into_iter().flatten().map(line).collect();
+    items.join("; ")
+}
+
+fn text<'a>(value: &'a Value, key: &str) -> Option<&'a str> {
+    value.get(key).and_then(Value::as_str).filter(|text| !text.is_empty())
+}
+
+fn str<'a>(value: &'a Value, key: &str) -> &'a str {
+    value.get(key).and_then(Value::as_str).unwrap_or_default()
+}
+
+fn base64_text(bytes: &[u8]) -> Option<Vec<u8>> {
+    let text = std::str::from_utf8(bytes).ok()?.trim();
+    let engine = base64::engine::general_purpose::STANDARD_NO_PAD;
+    engine.decode(text.trim_end_matches('=')).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptors::embedded_pool;
+    use prost::Message;
+
+    /// A google.rpc.Status with the given details, each given as (type, JSON).
+    fn status(details: &[(&str, &str)]) -> Vec<u8> {
+        let pool = embedded_pool().unwrap();
+        let any = pool.get_message_by_name("google.protobuf.Any").unwrap();
+        let mut status = DynamicMessage::new(pool.get_message_by_name("google.rpc.Status").unwrap());
+        status.set_field_by_name("code", ProtoValue::I32(3));
+        let packed: Vec<ProtoValue> = details
+            .iter()
+            .map(|(name, json)| {
+                let descriptor = pool.get_message_by_name(name).unwrap();
+                let mut deserializer = serde_json::Deserializer::from_str(json);
+                let detail = DynamicMessage::deserialize(descriptor, &mut deserializer).unwrap();
+                let mut wrapper = DynamicMessage::new(any.clone());
+                wrapper.set_field_by_name("type_url", ProtoValue::String(format!("type.googleapis.com/{name}")));
+                wrapper.set_field_by_name("value", ProtoValue::Bytes(detail.encode_to_vec().into()));
+                ProtoValue::Message(wrapper)
+            })
+            .collect();
+        status.set_field_by_name("details", ProtoValue::List(packed));
+        status.encode_to_vec()
+    }
+
+    fn render(bytes: &[u8]) -> Vec<String> {
+        StatusDetails::new(embedded_pool().unwrap()).unwrap().render(bytes)
+    }
+
+    #[test]
+    fn standard_details_become_readable_lines() {
+        let bytes = status(&[
+            (
+                "google.rpc.BadRequest",
+                r#"{"field_violations":[{"field":"page_size","description":"must be at most 50","reason":"TOO_BIG"},{"field":"query","description":"empty"}]}"#,
+            ),
+            (
+                "google.rpc.ErrorInfo",
+                r#"{"reason":"PAGE_SIZE","domain":"catalog.demo","metadata":{"max":"50"}}"#,
+            ),
+            ("google.rpc.RetryInfo", r#"{"retry_delay":"1.500s"}"#),
+            (
+                "google.rpc.PreconditionFailure",
+                r#"{"violations":[{"type":"STOCK","subject":"SKU-1","description":"sold out"}]}"#,
+            ),
+            (
+                "google.rpc.QuotaFailure",
+                r#"{"violations":[{"subject":"project:7","description":"daily limit"}]}"#,
+            ),
+            (
+                "google.rpc.ResourceInfo",
+                r#"{"resource_type":"item","resource_name":"99","owner":"catalog","description":"not found"}"#,
+            ),
+            (
+                "google.rpc.Help",
+                r#"{"links":[{"description":"API docs","url":"https://example.com/docs"}]}"#,
+            ),
+            (
+                "google.rpc.LocalizedMessage",
+                r#"{"locale":"en-US","message":"Page too large"}"#,
+            ),
+            (
+                "google.rpc.DebugInfo",
+                r#"{"detail":"stack","stack_entries":["a.rs:1","b.rs:2"]}"#,
+            ),
+            (
+                "google.rpc.RequestInfo",
+                r#"{"request_id":"r-1","serving_data":"node-3"}"#,
+            ),
+        ]);
+        assert_eq!(
+            render(&bytes),
+            [
+                "BadRequest: field `page_size`: must be at most 50 [TOO_BIG]; field `query`: empty",
+                "ErrorInfo: reason PAGE_SIZE in domain catalog.demo (max=50)",
+                "RetryInfo: retry after 1.500s",
+                "PreconditionFailure: STOCK SKU-1: sold out",
+                "QuotaFailure: project:7: daily limit",
+                "ResourceInfo: item 99 (owner catalog): not found",
+                "Help: API docs: https://example.com/docs",
+                "LocalizedMessage: [en-US] Page too large",
+                "DebugInfo: stack a.rs:1 / b.rs:2",
+                "RequestInfo: request r-1 node-3",
+            ]
+        );
+    }
+
+    #[test]
+    fn base64_trailers_unknown_types_and_garbage() {
+        let bytes = status(&[("google.rpc.RetryInfo", r#"{"retry_delay":"2s"}"#)]);
+        let text = base64::engine::general_purpose::STANDARD.encode(&bytes);
+        assert_eq!(render(text.as_bytes()), ["RetryInfo: retry after 2s"]);
+        let no_pad = base64::engine::general_purpose::STANDARD_NO_PAD.encode(&bytes);
+        assert_eq!(render(no_pad.as_bytes()), ["RetryInfo: retry after 2s"]);
+        assert_eq!(
+            render(&[0xff, 0xff]),
+            ["(grpc-status-details-bin could not be decoded as google.rpc.Status)"]
+        );
+        // An Any whose type is not in the pool: Status with details[0] = {type_url: x.Custom}.
+        let custom = [
+            0x1a, 0x0f, 0x0a, 0x0d, b't', b'y', b'p', b'e', b'.', b'x', b'/', b'x', b'.', b'C', b'u', b's', b't',
+        ];
+        assert_eq!(render(&custom), ["detail of type type.x/x.Cust (not decoded)"]);
+    }
+}
