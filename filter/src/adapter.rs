@@ -2,9 +2,15 @@
 //!
 //! Host calls go through `hostcalls` directly, which return errors instead of panicking
 //! as the SDK's trait helpers do: a panic would kill the VM for every later request.
+//!
+//! Upstream calls use gRPC streams, the API that hands over trailers (and with them
+//! `grpc-status-details-bin`). Streams have no timeout of their own, so the root context
+//! keeps the deadlines of every call in flight and ends overdue calls on its tick.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
+use std::time::{Duration, SystemTime};
 
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
@@ -14,14 +20,20 @@ use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapTyp
 use crate::http::{route, HttpResponse, McpHeaders, Route};
 use crate::server::{GrpcReply, McpRequest, Outcome, Reply, Server, UpstreamCall};
 
+/// How often overdue calls are looked for: the precision of deadlines.
+const DEADLINE_TICK: Duration = Duration::from_millis(25);
+
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
-    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> { Box::new(Root { server: None }) });
+    proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
+        Box::new(Root { server: None, deadlines: Rc::default() })
+    });
 }}
 
-/// One per VM and configuration: holds the server every request shares.
+/// One per VM and configuration: holds the server every request shares, and the deadlines.
 struct Root {
     server: Option<Rc<Server>>,
+    deadlines: Rc<RefCell<Deadlines>>,
 }
 
 impl Context for Root {}
@@ -50,6 +62,10 @@ impl RootContext for Root {
                     server.mcp_path()
                 );
                 self.server = Some(Rc::new(server));
+                if let Err(status) = hostcalls::set_tick_period(DEADLINE_TICK) {
+                    error!("cannot start the deadline timer: {status:?}");
+                    return false;
+                }
                 true
             }
             Err(problem) => {
@@ -59,16 +75,62 @@ impl RootContext for Root {
         }
     }
 
-    fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
+    fn on_tick(&mut self) {
+        let Ok(now) = hostcalls::get_current_time() else { return };
+        let overdue = self.deadlines.borrow_mut().take_overdue(now);
+        for deadline in overdue {
+            let Some(exchange) = deadline.exchange.upgrade() else {
+                continue;
+            };
+            // Host calls below act for the request's own context, not the root's.
+            if hostcalls::set_effective_context(deadline.context_id).is_err() {
+                continue;
+            }
+            let _ = hostcalls::cancel_grpc_stream(deadline.token);
+            exchange.borrow_mut().deadline_passed(deadline.token);
+        }
+    }
+
+    fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         let server = self.server.clone()?;
-        Some(Box::new(Exchange {
+        let core = Rc::new(RefCell::new(Core {
             server,
             state: State::PassThrough,
+        }));
+        Some(Box::new(Exchange {
+            context_id,
+            core,
+            deadlines: Rc::clone(&self.deadlines),
         }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
+    }
+}
+
+/// The deadlines of the calls in flight on this VM.
+#[derive(Default)]
+struct Deadlines {
+    entries: Vec<Deadline>,
+}
+
+struct Deadline {
+    at: SystemTime,
+    context_id: u32,
+    token: u32,
+    exchange: Weak<RefCell<Core>>,
+}
+
+impl Deadlines {
+    fn take_overdue(&mut self, now: SystemTime) -> Vec<Deadline> {
+        let (overdue, pending) = std::mem::take(&mut self.entries).into_iter().partition(|d| d.at <= now);
+        self.entries = pending;
+        overdue
+    }
+
+    fn remove(&mut self, token: u32) {
+        self.entries.retain(|deadline| deadline.token != token);
     }
 }
 
@@ -82,27 +144,24 @@ enum State {
     Answered,
 }
 
-/// A call on a gRPC stream: the stream API is the one that hands over trailers, and with
-/// them `grpc-status-details-bin`.
+/// A call on a gRPC stream, and what has come back on it so far.
 struct InFlight {
     call: UpstreamCall,
     message: Option<Bytes>,
     details: Option<Bytes>,
 }
 
-/// One HTTP request through the filter.
+/// One HTTP request through the filter. Its state is shared with the root context, which
+/// ends overdue calls.
 struct Exchange {
-    server: Rc<Server>,
-    state: State,
+    context_id: u32,
+    core: Rc<RefCell<Core>>,
+    deadlines: Rc<RefCell<Deadlines>>,
 }
 
-impl Exchange {
-    fn in_flight(&mut self, token: u32) -> Option<&mut InFlight> {
-        match &mut self.state {
-            State::AwaitingUpstream { calls, .. } => calls.get_mut(&token),
-            _ => None,
-        }
-    }
+struct Core {
+    server: Rc<Server>,
+    state: State,
 }
 
 impl Context for Exchange {
@@ -111,7 +170,7 @@ impl Context for Exchange {
             warn!("cannot read the gRPC reply: {status:?}");
             None
         });
-        if let Some(in_flight) = self.in_flight(token) {
+        if let Some(in_flight) = self.core.borrow_mut().in_flight(token) {
             in_flight.message = message;
         }
     }
@@ -120,32 +179,18 @@ impl Context for Exchange {
         let details = hostcalls::get_map_value_bytes(MapType::GrpcReceiveTrailingMetadata, "grpc-status-details-bin")
             .ok()
             .flatten();
-        if let Some(in_flight) = self.in_flight(token) {
+        if let Some(in_flight) = self.core.borrow_mut().in_flight(token) {
             in_flight.details = details;
         }
     }
 
     fn on_grpc_stream_close(&mut self, token: u32, status_code: u32) {
-        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
-            warn!("gRPC stream closed for a request that is not waiting for one");
-            return;
-        };
-        let Some(in_flight) = calls.remove(&token) else {
-            warn!("gRPC stream closed with an unknown token {token}");
-            return;
-        };
+        self.deadlines.borrow_mut().remove(token);
         let message = match hostcalls::get_grpc_status() {
             Ok((_, message)) => message,
             Err(_) => None,
         };
-        let grpc = GrpcReply {
-            status: status_code,
-            message: message.as_deref(),
-            body: in_flight.message.as_deref().unwrap_or_default(),
-            details: in_flight.details.as_deref(),
-        };
-        self.server.complete(reply, &in_flight.call, grpc);
-        self.send_if_complete();
+        self.core.borrow_mut().closed(token, status_code, message.as_deref());
     }
 }
 
@@ -153,19 +198,20 @@ impl HttpContext for Exchange {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         let method = request_header(":method").unwrap_or_default();
         let path = request_header(":path").unwrap_or_default();
-        match route(&method, &path, self.server.mcp_path()) {
+        let server = Rc::clone(&self.core.borrow().server);
+        match route(&method, &path, server.mcp_path()) {
             Route::PassThrough => Action::Continue,
             Route::MethodNotAllowed => {
-                self.answer(&HttpResponse::method_not_allowed());
+                self.core.borrow_mut().answer(&HttpResponse::method_not_allowed());
                 Action::Pause
             }
             Route::Mcp => {
-                let headers = mcp_headers(self.server.forward_headers());
+                let headers = mcp_headers(server.forward_headers());
                 if end_of_stream {
                     self.handle(&headers, &[]);
                     return Action::Pause;
                 }
-                self.state = State::ReadingBody(headers);
+                self.core.borrow_mut().state = State::ReadingBody(headers);
                 // The host turns a paused header phase into "stop everything", and then no body
                 // callback would come: let the headers go on, and pause in the body phase. The
                 // `buffer` filter after this one holds them back from the router (see envoy/).
@@ -175,14 +221,18 @@ impl HttpContext for Exchange {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        match &self.state {
-            State::PassThrough => return Action::Continue,
-            State::ReadingBody(_) if end_of_stream => {}
-            // Envoy buffers the body until it is complete (or answers 413 past its limit).
-            _ => return Action::Pause,
-        }
-        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
-            return Action::Pause;
+        let headers = {
+            let mut core = self.core.borrow_mut();
+            match &core.state {
+                State::PassThrough => return Action::Continue,
+                State::ReadingBody(_) if end_of_stream => {}
+                // Envoy buffers the body until it is complete (or answers 413 past its limit).
+                _ => return Action::Pause,
+            }
+            let State::ReadingBody(headers) = std::mem::replace(&mut core.state, State::Answered) else {
+                return Action::Pause;
+            };
+            headers
         };
         let body = hostcalls::get_buffer(BufferType::HttpRequestBody, 0, body_size)
             .unwrap_or_else(|status| {
@@ -197,17 +247,28 @@ impl HttpContext for Exchange {
 
 impl Exchange {
     fn handle(&mut self, headers: &McpHeaders, body: &[u8]) {
-        match self.server.handle(McpRequest { headers, body }) {
-            Outcome::Respond(response) => self.answer(&response),
+        let server = Rc::clone(&self.core.borrow().server);
+        match server.handle(McpRequest { headers, body }) {
+            Outcome::Respond(response) => self.core.borrow_mut().answer(&response),
             Outcome::Await(reply, calls) => self.dispatch(reply, calls),
         }
     }
 
     fn dispatch(&mut self, mut reply: Reply, calls: Vec<UpstreamCall>) {
+        let server = Rc::clone(&self.core.borrow().server);
+        let now = hostcalls::get_current_time().ok();
         let mut in_flight = HashMap::with_capacity(calls.len());
         for call in calls {
             match open_call(&call) {
                 Ok(token) => {
+                    if let Some(now) = now {
+                        self.deadlines.borrow_mut().entries.push(Deadline {
+                            at: now + call.tool.timeout,
+                            context_id: self.context_id,
+                            token,
+                            exchange: Rc::downgrade(&self.core),
+                        });
+                    }
                     in_flight.insert(
                         token,
                         InFlight {
@@ -219,14 +280,60 @@ impl Exchange {
                 }
                 Err(status) => {
                     warn!("cannot call cluster {:?}: {status:?}", call.tool.cluster);
-                    self.server.dispatch_failed(&mut reply, &call, &format!("{status:?}"));
+                    server.dispatch_failed(&mut reply, &call, &format!("{status:?}"));
                 }
             }
         }
-        self.state = State::AwaitingUpstream {
+        let mut core = self.core.borrow_mut();
+        core.state = State::AwaitingUpstream {
             reply,
             calls: in_flight,
         };
+        core.send_if_complete();
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        // A request that ends early (the client went away) leaves no deadline behind.
+        if let State::AwaitingUpstream { calls, .. } = &self.core.borrow().state {
+            let mut deadlines = self.deadlines.borrow_mut();
+            for token in calls.keys() {
+                deadlines.remove(*token);
+            }
+        }
+    }
+}
+
+impl Core {
+    fn in_flight(&mut self, token: u32) -> Option<&mut InFlight> {
+        match &mut self.state {
+            State::AwaitingUpstream { calls, .. } => calls.get_mut(&token),
+            _ => None,
+        }
+    }
+
+    fn closed(&mut self, token: u32, status_code: u32, message: Option<&str>) {
+        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
+            return;
+        };
+        let Some(in_flight) = calls.remove(&token) else { return };
+        let grpc = GrpcReply {
+            status: status_code,
+            message,
+            body: in_flight.message.as_deref().unwrap_or_default(),
+            details: in_flight.details.as_deref(),
+        };
+        self.server.complete(reply, &in_flight.call, grpc);
+        self.send_if_complete();
+    }
+
+    fn deadline_passed(&mut self, token: u32) {
+        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
+            return;
+        };
+        let Some(in_flight) = calls.remove(&token) else { return };
+        self.server.deadline_passed(reply, &in_flight.call);
         self.send_if_complete();
     }
 
@@ -247,8 +354,8 @@ impl Exchange {
     }
 }
 
-/// Opens a gRPC stream for a unary call and sends its one message. The deadline travels as
-/// `grpc-timeout`, for the upstream to enforce.
+/// Opens a gRPC stream for a unary call and sends its one message. The deadline also travels
+/// as `grpc-timeout`, so the upstream can stop working on an answer nobody will read.
 fn open_call(call: &UpstreamCall) -> Result<u32, Status> {
     let tool = &call.tool;
     let timeout = grpc_timeout(tool.timeout);
@@ -267,7 +374,7 @@ fn open_call(call: &UpstreamCall) -> Result<u32, Status> {
 }
 
 /// `grpc-timeout` in milliseconds (at most 8 digits, as the gRPC spec allows).
-fn grpc_timeout(timeout: std::time::Duration) -> String {
+fn grpc_timeout(timeout: Duration) -> String {
     format!("{}m", timeout.as_millis().min(99_999_999))
 }
 

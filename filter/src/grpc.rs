@@ -31,15 +31,6 @@ pub fn status_name(code: u32) -> &'static str {
 pub const DEADLINE_EXCEEDED: u32 = 4;
 pub const UNAVAILABLE: u32 = 14;
 
-/// What Envoy's async gRPC client says when the call's timeout fires.
-const ENVOY_TIMEOUT_MESSAGE: &str = "upstream request timeout";
-
-/// Whether a failure is Envoy's own timeout, which it reports as UNAVAILABLE although the
-/// call's deadline is what passed.
-pub fn is_envoy_timeout(status: u32, readable_message: &str) -> bool {
-    status == UNAVAILABLE && readable_message == ENVOY_TIMEOUT_MESSAGE
-}
-
 /// The readable text of a `grpc-message` as Envoy hands it over: percent-decoded (the gRPC
 /// wire form) and without the `{response_code_details}` tag Envoy appends, such as
 /// `{via_upstream}`.
@@ -75,13 +66,6 @@ mod tests {
         assert_eq!(status_name(16), "UNAUTHENTICATED");
         assert_eq!(status_name(17), "UNKNOWN");
         assert_eq!(status_name(u32::MAX), "UNKNOWN");
-    }
-
-    #[test]
-    fn recognizes_envoy_timeouts_only() {
-        assert!(is_envoy_timeout(UNAVAILABLE, "upstream request timeout"));
-        assert!(!is_envoy_timeout(UNAVAILABLE, "no healthy upstream"));
-        assert!(!is_envoy_timeout(DEADLINE_EXCEEDED, "upstream request timeout"));
     }
 
     #[test]

@@ -12,7 +12,7 @@ use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::explain::explain;
-use crate::grpc::{is_envoy_timeout, readable_message, status_name, DEADLINE_EXCEEDED};
+use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED};
 use crate::http::{HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::protocol::{
@@ -461,6 +461,13 @@ impl Server {
         self.fill(reply, call, result);
     }
 
+    /// Files the tool result of a call whose deadline passed without an answer.
+    pub fn deadline_passed(&self, reply: &mut Reply, call: &UpstreamCall) {
+        let deadline = format!("no answer within the {} ms deadline", call.tool.timeout.as_millis());
+        let text = grpc_failure_text(&call.tool, DEADLINE_EXCEEDED, Some(&deadline));
+        self.fill(reply, call, tool_error(text));
+    }
+
     /// Files the tool result of a call that could not even be started (for example, no such cluster).
     pub fn dispatch_failed(&self, reply: &mut Reply, call: &UpstreamCall, reason: &str) {
         let text = format!(
@@ -618,12 +625,6 @@ fn rpc_name(tool: &Tool) -> String {
 
 fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String {
     let message = message.map(readable_message).unwrap_or_default();
-    let (status, message) = if is_envoy_timeout(status, &message) {
-        let deadline = format!("no answer within the {} ms deadline", tool.timeout.as_millis());
-        (DEADLINE_EXCEEDED, deadline)
-    } else {
-        (status, message)
-    };
     let mut text = format!(
         "{} failed with gRPC status {} ({status})",
         rpc_name(tool),

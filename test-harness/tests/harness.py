@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -102,6 +103,30 @@ class Upstream:
 
 DEMO_ECDS = REPO / "envoy/ecds/demo.yaml"
 ECDS_STATS = "extension_config_discovery.http_filter.switchblade"
+
+
+class Blackhole:
+    """An "upstream" that accepts TCP connections and never answers: a hung service."""
+
+    def __init__(self) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(64)
+        self.grpc_port = self.control_port = self.socket.getsockname()[1]
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._hold, daemon=True).start()
+
+    def _hold(self) -> None:
+        while True:
+            try:
+                self.held.append(self.socket.accept()[0])
+            except OSError:
+                return
+
+    def stop(self) -> None:
+        self.socket.close()
+        for connection in self.held:
+            connection.close()
 
 
 def demo_config() -> dict[str, Any]:

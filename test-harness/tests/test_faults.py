@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from harness import Envoy, Mcp, Upstream, demo_plugin, is_deadline_error
+from harness import Blackhole, Envoy, Mcp, Upstream, demo_plugin, is_deadline_error
 
 
 @pytest.fixture
@@ -72,3 +72,28 @@ def test_slow_upstream_is_deadline_exceeded_at_the_configured_timeout(isolated: 
     assert elapsed < 2.5, f"the 300 ms deadline was not applied (answer after {elapsed:.1f}s)"
     upstream.reset()
     assert mcp.call_tool("UserService_GetUser", {"user_id": 1})["isError"] is False
+
+
+def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
+    """The upstream accepts the connection and never answers, ignoring `grpc-timeout`: the
+    filter's own deadline ends the call, and Envoy goes on serving."""
+    hole = Blackhole()
+    plugin = {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc", "timeout_ms": 400}}}
+    envoy = Envoy(hole, plugin, name="envoy-hung")
+    try:
+        envoy.start()
+        mcp = Mcp(envoy.mcp_url)
+        for _ in range(2):
+            started = time.monotonic()
+            result = mcp.call_tool("UserService_GetUser", {"user_id": 1})
+            elapsed = time.monotonic() - started
+            assert result["content"][0]["text"] == (
+                "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): "
+                "no answer within the 400 ms deadline"
+            )
+            assert 0.35 < elapsed < 2.0, f"answered after {elapsed:.2f}s"
+        assert mcp.request("ping")["result"] == {}
+        assert envoy.stats().get("wasm.switchblade.vm_reload", 0) == 0
+    finally:
+        envoy.stop()
+        hole.stop()
