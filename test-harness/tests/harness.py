@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
+import jsonschema
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
@@ -323,6 +324,7 @@ class Mcp:
         self.url = url
         self.http = httpx2.Client(timeout=10)
         self.next_id = 0
+        self._output_schemas: dict[str, Any] | None = None
 
     def post(self, body: Any, headers: dict[str, str] | None = None) -> httpx2.Response:
         content = body if isinstance(body, (bytes, str)) else json.dumps(body)
@@ -357,9 +359,28 @@ class Mcp:
         return self.post({"jsonrpc": "2.0", "id": id, "method": method, "params": params}, headers=sent)
 
     def call_tool(self, name: str, arguments: Any) -> dict[str, Any]:
+        """Calls a tool. Every successful result is checked against the tool's outputSchema,
+        so every response an integration test sees honours the contract."""
         body = self.request("tools/call", {"name": name, "arguments": arguments})
         assert "result" in body, body
-        return body["result"]
+        result = body["result"]
+        if result.get("isError") is False:
+            schema = self.output_schemas().get(name)
+            assert schema is not None, f"{name} is not in tools/list"
+            jsonschema.validate(result["structuredContent"], schema)
+        return result
+
+    def output_schemas(self) -> dict[str, Any]:
+        if self._output_schemas is None:
+            self._output_schemas, cursor = {}, None
+            while True:
+                params = {"cursor": cursor} if cursor else {}
+                page = self.request("tools/list", params)["result"]
+                self._output_schemas.update({tool["name"]: tool["outputSchema"] for tool in page["tools"]})
+                cursor = page.get("nextCursor")
+                if not cursor:
+                    return self._output_schemas
+        return self._output_schemas
 
     def tools(self) -> dict[str, dict[str, Any]]:
         return {tool["name"]: tool for tool in self.request("tools/list")["result"]["tools"]}

@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 
 import jsonschema
 import pytest
 from mcp import Client
 
-from harness import Envoy, Mcp, Upstream
+from harness import REPO, Envoy, Mcp, Upstream
 
 SERVICE = "test.kitchensink.v1.KitchenSinkService"
 
@@ -191,3 +192,16 @@ def test_envelope_level_argument_errors(mcp: Mcp, upstream: Upstream, body: str,
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith(f"Invalid arguments for tool KitchenSinkService_Echo: {expected}.")
     assert upstream.total_calls() == 0
+
+
+def test_the_typescript_sdk_accepts_the_recursive_schemas(sink: Envoy) -> None:
+    run = subprocess.run(["node", "kitchen-sink.mjs", sink.mcp_url], cwd=REPO / "test-harness/clients/typescript",
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    seen = json.loads(run.stdout)
+    assert seen["echoedTree"]["isError"] is False
+    assert seen["echoedTree"]["structuredContent"] == seen["tree"]
+    echoed = seen["echoed"]["structuredContent"]
+    assert (echoed["must"], echoed["tree"], echoed["a_value"]) == ("present", seen["tree"], [1, "two", None])
+    assert echoed["scalars"]["an_int64"] == "-9007199254740993"
+    assert seen["time"]["structuredContent"] == {"value": "2026-01-31T12:00:00Z"}
