@@ -12,7 +12,7 @@ use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
 use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::explain::explain;
-use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED};
+use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED, UNAVAILABLE};
 use crate::http::{HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::protocol::{
@@ -470,11 +470,11 @@ impl Server {
 
     /// Files the tool result of a call that could not even be started (for example, no such cluster).
     pub fn dispatch_failed(&self, reply: &mut Reply, call: &UpstreamCall, reason: &str) {
-        let text = format!(
-            "{} failed with gRPC status UNAVAILABLE (14): the call to cluster {:?} could not be started: {reason}",
-            rpc_name(&call.tool),
+        let message = format!(
+            "the call to cluster {:?} could not be started: {reason}",
             call.tool.cluster
         );
+        let text = grpc_failure_text(&call.tool, UNAVAILABLE, Some(&message));
         self.fill(reply, call, tool_error(text));
     }
 
