@@ -37,6 +37,14 @@ pub struct PluginConfig {
     /// Request headers forwarded to the upstream as gRPC metadata (lowercase names).
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// Browser origins allowed to call (`scheme://host[:port]`, or `*`). A request with any
+    /// other `Origin` is refused; one without `Origin` (not a browser) is not.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// If set, the only `Host` (`:authority`) values served: DNS rebinding points a foreign
+    /// name at this address, and its requests carry that name.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
     /// How `tools/list` pages and how long clients may cache it.
     #[serde(default)]
     pub tools_list: ToolsListConfig,
@@ -290,6 +298,20 @@ impl PluginConfig {
                 )));
             }
         }
+        for (index, origin) in self.allowed_origins.iter().enumerate() {
+            if origin != "*" && !is_origin(origin) {
+                return Err(ConfigError(format!(
+                    "at `allowed_origins[{index}]`: {origin:?} is not an origin; write scheme://host[:port], like \"https://chat.example.com\", or \"*\""
+                )));
+            }
+        }
+        for (index, host) in self.allowed_hosts.iter().enumerate() {
+            if host.is_empty() || host.contains(['/', ' ']) || host != &host.to_ascii_lowercase() {
+                return Err(ConfigError(format!(
+                    "at `allowed_hosts[{index}]`: {host:?} is not a lowercase host[:port], like \"mcp.example.com\" or \"127.0.0.1:10000\""
+                )));
+            }
+        }
         for (index, header) in self.forward_headers.iter().enumerate() {
             check_metadata_key(header)
                 .map_err(|problem| ConfigError(format!("at `forward_headers[{index}]`: {problem}")))?;
@@ -358,6 +380,16 @@ fn check_metadata_key(key: &str) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// `scheme://host[:port]`, lowercase, with nothing after the authority.
+fn is_origin(origin: &str) -> bool {
+    origin.split_once("://").is_some_and(|(scheme, authority)| {
+        !scheme.is_empty()
+            && !authority.is_empty()
+            && !authority.contains(['/', '?', '#', ' '])
+            && origin == origin.to_ascii_lowercase()
+    })
 }
 
 /// `package.Service/Method`, split.
@@ -525,6 +557,18 @@ mod tests {
             (
                 r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"timeout_ms":0}}}"#,
                 "at `tools.a.B/X.timeout_ms`: must be greater than 0",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"allowed_origins":["chat.example.com"]}"#,
+                "at `allowed_origins[0]`: \"chat.example.com\" is not an origin",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"allowed_origins":["https://x.com/app"]}"#,
+                "at `allowed_origins[0]`",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"allowed_hosts":["MCP.example.com"]}"#,
+                "at `allowed_hosts[0]`: \"MCP.example.com\" is not a lowercase host[:port]",
             ),
         ];
         for (json, expected) in cases {

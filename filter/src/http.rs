@@ -40,6 +40,9 @@ pub struct McpHeaders {
     pub duplicated: Option<&'static str>,
     /// The request headers named in `forward_headers`, in request order (repeats kept).
     pub forwarded: Vec<(String, String)>,
+    pub origin: Option<String>,
+    /// `:authority` (HTTP/2) or `Host` (HTTP/1.1), as Envoy presents it.
+    pub authority: Option<String>,
 }
 
 impl McpHeaders {
@@ -54,6 +57,8 @@ impl McpHeaders {
             }
             let (slot, routing_name) = match name.as_str() {
                 "accept" => (&mut headers.accept, None),
+                "origin" => (&mut headers.origin, None),
+                ":authority" | "host" => (&mut headers.authority, None),
                 "content-type" => (&mut headers.content_type, None),
                 "mcp-protocol-version" => (&mut headers.protocol_version, Some("mcp-protocol-version")),
                 "mcp-method" => (&mut headers.mcp_method, Some("mcp-method")),
@@ -89,6 +94,31 @@ impl McpHeaders {
             let media_range = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
             matches!(media_range.as_str(), "application/json" | "application/*" | "*/*")
         })
+    }
+}
+
+/// Who may call: the browser origins and the host names this endpoint answers for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CallerPolicy {
+    pub allowed_origins: Vec<String>,
+    pub allowed_hosts: Vec<String>,
+}
+
+impl CallerPolicy {
+    /// Why a request may not be served (DNS-rebinding protection), if it may not.
+    pub fn refusal(&self, headers: &McpHeaders) -> Option<String> {
+        if !self.allowed_hosts.is_empty() {
+            let host = headers.authority.as_deref().unwrap_or_default().to_ascii_lowercase();
+            if !self.allowed_hosts.contains(&host) {
+                return Some(format!("Forbidden: host {host:?} is not served here"));
+            }
+        }
+        let origin = headers.origin.as_deref()?;
+        let allowed = self
+            .allowed_origins
+            .iter()
+            .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin));
+        (!allowed).then(|| format!("Forbidden: origin {origin:?} is not allowed to call this MCP endpoint"))
     }
 }
 
@@ -131,6 +161,10 @@ impl HttpResponse {
         );
         response.headers.push(("allow", "POST"));
         response
+    }
+
+    pub fn forbidden(message: &str) -> Self {
+        Self::refused(403, message)
     }
 
     pub fn not_acceptable() -> Self {
@@ -200,6 +234,46 @@ mod tests {
             (twice.mcp_name.as_deref(), twice.duplicated),
             (Some("A"), Some("mcp-name"))
         );
+    }
+
+    #[test]
+    fn origins_and_hosts_are_checked_against_the_allowlists() {
+        let with = |origin: Option<&str>, authority: &str| McpHeaders {
+            origin: origin.map(Into::into),
+            authority: Some(authority.into()),
+            ..McpHeaders::default()
+        };
+        let default = CallerPolicy::default();
+        assert_eq!(default.refusal(&with(None, "127.0.0.1:10000")), None, "not a browser");
+        assert_eq!(
+            default.refusal(&with(Some("http://evil.example"), "evil.example:10000")),
+            Some("Forbidden: origin \"http://evil.example\" is not allowed to call this MCP endpoint".into()),
+            "a rebinding page's request is same-origin, and still refused"
+        );
+        let policy = CallerPolicy {
+            allowed_origins: vec!["https://chat.example.com".into()],
+            allowed_hosts: vec!["mcp.example.com".into(), "127.0.0.1:10000".into()],
+        };
+        assert_eq!(
+            policy.refusal(&with(Some("https://chat.example.com"), "mcp.example.com")),
+            None
+        );
+        assert_eq!(
+            policy.refusal(&with(Some("HTTPS://CHAT.EXAMPLE.COM"), "MCP.example.com")),
+            None
+        );
+        assert!(policy
+            .refusal(&with(Some("https://chat.example.com.evil"), "mcp.example.com"))
+            .is_some());
+        assert_eq!(
+            policy.refusal(&with(None, "evil.example:10000")),
+            Some("Forbidden: host \"evil.example:10000\" is not served here".into())
+        );
+        let open = CallerPolicy {
+            allowed_origins: vec!["*".into()],
+            ..CallerPolicy::default()
+        };
+        assert_eq!(open.refusal(&with(Some("http://anything"), "x")), None);
     }
 
     #[test]

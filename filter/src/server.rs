@@ -13,7 +13,7 @@ use crate::config::{ConfigError, PluginConfig};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::explain::explain;
 use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED, UNAVAILABLE};
-use crate::http::{HttpResponse, McpHeaders};
+use crate::http::{CallerPolicy, HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::protocol::{
     check_modern_request, declares_modern_envelope, supported_versions, Era, BATCH_VERSION, LEGACY_VERSIONS,
@@ -119,6 +119,8 @@ pub struct Server {
     forward_headers: Vec<String>,
     /// Renders error details; decoded with the embedded `google.rpc` messages.
     status_details: Option<StatusDetails>,
+    /// Who may call (Origin and Host allowlists).
+    callers: CallerPolicy,
 }
 
 /// What every message of one POST shares.
@@ -173,6 +175,10 @@ impl Server {
             discover_result,
             forward_headers: config.forward_headers.clone(),
             status_details: embedded_pool().ok().and_then(StatusDetails::new),
+            callers: CallerPolicy {
+                allowed_origins: config.allowed_origins.clone(),
+                allowed_hosts: config.allowed_hosts.clone(),
+            },
         })
     }
 
@@ -192,6 +198,9 @@ impl Server {
     /// Answers a POST to the MCP path, or asks for upstream calls.
     pub fn handle(&self, request: McpRequest<'_>) -> Outcome {
         let headers = request.headers;
+        if let Some(refusal) = self.callers.refusal(headers) {
+            return Outcome::Respond(HttpResponse::forbidden(&refusal));
+        }
         if !headers.accepts_json() {
             return Outcome::Respond(HttpResponse::not_acceptable());
         }
