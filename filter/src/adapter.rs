@@ -166,6 +166,13 @@ struct Core {
 
 impl Context for Exchange {
     fn on_grpc_stream_message(&mut self, token: u32, message_size: usize) {
+        let limit = self.core.borrow().server.limits().max_response_bytes;
+        if message_size > limit {
+            let _ = hostcalls::cancel_grpc_stream(token);
+            self.deadlines.borrow_mut().remove(token);
+            self.core.borrow_mut().too_large(token, message_size);
+            return;
+        }
         let message = hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, message_size).unwrap_or_else(|status| {
             warn!("cannot read the gRPC reply: {status:?}");
             None
@@ -206,6 +213,13 @@ impl HttpContext for Exchange {
                 Action::Pause
             }
             Route::Mcp => {
+                let limit = server.limits().max_request_bytes;
+                let declared = request_header("content-length").and_then(|length| length.trim().parse::<usize>().ok());
+                if let Some(length) = declared.filter(|length| *length > limit) {
+                    // Refused before a byte of the body is buffered.
+                    self.core.borrow_mut().answer(&HttpResponse::too_large(length, limit));
+                    return Action::Pause;
+                }
                 let headers = mcp_headers(server.forward_headers());
                 if end_of_stream {
                     self.handle(&headers, &[]);
@@ -223,8 +237,15 @@ impl HttpContext for Exchange {
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         let headers = {
             let mut core = self.core.borrow_mut();
+            let limit = core.server.limits().max_request_bytes;
             match &core.state {
                 State::PassThrough => return Action::Continue,
+                // A body without Content-Length is refused as soon as it outgrows the limit,
+                // before Envoy's own buffer limit answers in plain text.
+                State::ReadingBody(_) if body_size > limit => {
+                    core.answer(&HttpResponse::too_large(body_size, limit));
+                    return Action::Pause;
+                }
                 State::ReadingBody(_) if end_of_stream => {}
                 // Envoy buffers the body until it is complete (or answers 413 past its limit).
                 _ => return Action::Pause,
@@ -325,6 +346,15 @@ impl Core {
             details: in_flight.details.as_deref(),
         };
         self.server.complete(reply, &in_flight.call, grpc);
+        self.send_if_complete();
+    }
+
+    fn too_large(&mut self, token: u32, size: usize) {
+        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
+            return;
+        };
+        let Some(in_flight) = calls.remove(&token) else { return };
+        self.server.response_too_large(reply, &in_flight.call, size);
         self.send_if_complete();
     }
 

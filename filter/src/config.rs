@@ -48,6 +48,39 @@ pub struct PluginConfig {
     /// How `tools/list` pages and how long clients may cache it.
     #[serde(default)]
     pub tools_list: ToolsListConfig,
+    /// Sizes and depths past which input and output are refused.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Bounds on what one request may cost.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest MCP request body, in bytes (HTTP 413 past it). Keep it below Envoy's buffer
+    /// limit for the listener (`per_connection_buffer_limit_bytes`, 1 MiB by default), or
+    /// Envoy answers first, in plain text.
+    pub max_request_bytes: usize,
+    /// Deepest JSON nesting accepted in a request body (at most 100).
+    pub max_json_depth: usize,
+    /// Largest request message sent upstream (the encoded tool arguments), in bytes.
+    pub max_request_message_bytes: usize,
+    /// Largest response message accepted from upstream, in bytes.
+    pub max_response_bytes: usize,
+}
+
+/// Below serde_json's own recursion limit (128), so that this limit is the one that answers.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: 256 * 1024,
+            max_json_depth: MAX_JSON_DEPTH,
+            max_request_message_bytes: 1024 * 1024,
+            max_response_bytes: 4 * 1024 * 1024,
+        }
+    }
 }
 
 /// A JSON object read in order, refusing a key given twice (serde's maps keep the last).
@@ -281,6 +314,21 @@ impl PluginConfig {
             return Err(ConfigError(format!(
                 "at `tools_list.page_size`: {} is not between 1 and {MAX_PAGE_SIZE}",
                 self.tools_list.page_size
+            )));
+        }
+        let limits = &self.limits;
+        let sizes = [
+            ("max_request_bytes", limits.max_request_bytes),
+            ("max_request_message_bytes", limits.max_request_message_bytes),
+            ("max_response_bytes", limits.max_response_bytes),
+        ];
+        if let Some((key, _)) = sizes.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError(format!("at `limits.{key}`: must be greater than 0")));
+        }
+        if !(1..=MAX_JSON_DEPTH).contains(&limits.max_json_depth) {
+            return Err(ConfigError(format!(
+                "at `limits.max_json_depth`: {} is not between 1 and {MAX_JSON_DEPTH}",
+                limits.max_json_depth
             )));
         }
         if self.services.is_empty() {
@@ -565,6 +613,14 @@ mod tests {
             (
                 r#"{"services":{"a.B":{"cluster":"c"}},"allowed_origins":["https://x.com/app"]}"#,
                 "at `allowed_origins[0]`",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_json_depth":500}}"#,
+                "at `limits.max_json_depth`: 500 is not between 1 and 100",
+            ),
+            (
+                r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_response_bytes":0}}"#,
+                "at `limits.max_response_bytes`: must be greater than 0",
             ),
             (
                 r#"{"services":{"a.B":{"cluster":"c"}},"allowed_hosts":["MCP.example.com"]}"#,

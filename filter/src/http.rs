@@ -163,6 +163,13 @@ impl HttpResponse {
         response
     }
 
+    pub fn too_large(size: usize, limit: usize) -> Self {
+        Self::refused(
+            413,
+            &format!("Payload Too Large: the request has {size} bytes; the limit is {limit}"),
+        )
+    }
+
     pub fn forbidden(message: &str) -> Self {
         Self::refused(403, message)
     }

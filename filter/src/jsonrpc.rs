@@ -80,11 +80,15 @@ pub struct Parsed {
     pub duplicate: Option<DuplicateKey>,
 }
 
-/// Reads a POST body as JSON: one message or a batch.
-pub fn parse_body(bytes: &[u8]) -> Result<Parsed, RpcError> {
-    let (value, duplicate) = match strict_json::parse(bytes) {
+/// Reads a POST body as JSON: one message or a batch, nested at most `max_depth` deep.
+pub fn parse_body(bytes: &[u8], max_depth: usize) -> Result<Parsed, RpcError> {
+    let (value, duplicate) = match strict_json::parse(bytes, max_depth) {
         Ok(value) => (value, None),
         Err(ParseError::Syntax(error)) => return Err(parse_error(&error)),
+        Err(ParseError::TooDeep) => {
+            let message = format!("Invalid Request: JSON nested deeper than {max_depth} levels");
+            return Err(RpcError::new(&Value::Null, INVALID_REQUEST, message));
+        }
         // Read again, keeping the last value, to answer in terms of the request.
         Err(ParseError::Duplicate(duplicate)) => (
             serde_json::from_slice(bytes).map_err(|error| parse_error(&error))?,
@@ -185,7 +189,7 @@ mod tests {
     use super::*;
 
     fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
-        match parse_body(body)?.body {
+        match parse_body(body, 64)?.body {
             Body::Single(message) => classify(message),
             Body::Batch(_) => panic!("unexpected batch"),
         }
@@ -228,25 +232,25 @@ mod tests {
     #[test]
     fn batches_are_arrays() {
         assert_eq!(
-            parse_body(b"[1, {}]").unwrap().body,
+            parse_body(b"[1, {}]", 64).unwrap().body,
             Body::Batch(vec![json!(1), json!({})])
         );
     }
 
     #[test]
     fn duplicate_keys_are_reported_with_the_last_value_kept() {
-        let parsed = parse_body(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#).unwrap();
+        let parsed = parse_body(br#"{"jsonrpc":"2.0","id":1,"id":2,"method":"ping"}"#, 64).unwrap();
         assert_eq!(parsed.duplicate.unwrap().key, "id");
         assert_eq!(
             parsed.body,
             Body::Single(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
         );
-        assert_eq!(parse_body(br#"{"a":1,"a":2"#).unwrap_err().code, PARSE_ERROR);
+        assert_eq!(parse_body(br#"{"a":1,"a":2"#, 64).unwrap_err().code, PARSE_ERROR);
     }
 
     #[test]
     fn refuses_malformed_envelopes() {
-        assert_eq!(parse_body(b"{nope").unwrap_err().code, PARSE_ERROR);
+        assert_eq!(parse_body(b"{nope", 64).unwrap_err().code, PARSE_ERROR);
         assert_eq!(parse(b"7").unwrap_err().code, INVALID_REQUEST);
         let wrong_version = parse(br#"{"jsonrpc":"1.0","id":4,"method":"ping"}"#).unwrap_err();
         assert_eq!((wrong_version.code, wrong_version.id), (INVALID_REQUEST, json!(4)));

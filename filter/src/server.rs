@@ -9,10 +9,10 @@ use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
 use crate::catalog::{Catalog, Tool, WRAPPED_VALUE};
-use crate::config::{ConfigError, PluginConfig};
+use crate::config::{ConfigError, Limits, PluginConfig};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::explain::explain;
-use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED, UNAVAILABLE};
+use crate::grpc::{readable_message, status_name, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE};
 use crate::http::{CallerPolicy, HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::protocol::{
@@ -121,6 +121,7 @@ pub struct Server {
     status_details: Option<StatusDetails>,
     /// Who may call (Origin and Host allowlists).
     callers: CallerPolicy,
+    limits: Limits,
 }
 
 /// What every message of one POST shares.
@@ -175,6 +176,7 @@ impl Server {
             discover_result,
             forward_headers: config.forward_headers.clone(),
             status_details: embedded_pool().ok().and_then(StatusDetails::new),
+            limits: config.limits,
             callers: CallerPolicy {
                 allowed_origins: config.allowed_origins.clone(),
                 allowed_hosts: config.allowed_hosts.clone(),
@@ -188,6 +190,10 @@ impl Server {
 
     pub fn catalog(&self) -> &Catalog {
         &self.catalog
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
     }
 
     /// The request headers this configuration forwards upstream (lowercase).
@@ -207,7 +213,13 @@ impl Server {
         if !headers.content_type_is_json() {
             return Outcome::Respond(HttpResponse::unsupported_media_type());
         }
-        let parsed = match jsonrpc::parse_body(request.body) {
+        if request.body.len() > self.limits.max_request_bytes {
+            return Outcome::Respond(HttpResponse::too_large(
+                request.body.len(),
+                self.limits.max_request_bytes,
+            ));
+        }
+        let parsed = match jsonrpc::parse_body(request.body, self.limits.max_json_depth) {
             Err(error) => return respond_error(400, &error),
             Ok(parsed) => parsed,
         };
@@ -422,6 +434,14 @@ impl Server {
             None => unwrap_arguments(tool, arguments).and_then(|arguments| {
                 let input = tool.method.input();
                 let message = encode_arguments(&input, arguments).map_err(|error| explain(&input, arguments, error))?;
+                let limit = self.limits.max_request_message_bytes;
+                if message.len() > limit {
+                    let problem = format!("the arguments encode to {} bytes; the limit is {limit}", message.len());
+                    return Err(ArgumentError {
+                        path: ".".into(),
+                        problem,
+                    });
+                }
                 self.catalog.rules().check(&tool.method.input(), arguments)?;
                 Ok(message)
             }),
@@ -468,6 +488,15 @@ impl Server {
             tool_error(text)
         };
         self.fill(reply, call, result);
+    }
+
+    /// Files the tool result of a call whose response was larger than the limit (the stream is
+    /// cancelled; the response is not read).
+    pub fn response_too_large(&self, reply: &mut Reply, call: &UpstreamCall, size: usize) {
+        let limit = self.limits.max_response_bytes;
+        let message = format!("the response has {size} bytes; the limit is {limit} (limits.max_response_bytes)");
+        let text = grpc_failure_text(&call.tool, RESOURCE_EXHAUSTED, Some(&message));
+        self.fill(reply, call, tool_error(text));
     }
 
     /// Files the tool result of a call whose deadline passed without an answer.

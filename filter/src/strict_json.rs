@@ -14,15 +14,18 @@ pub struct DuplicateKey {
     pub key: String,
 }
 
-/// Parses `bytes` as JSON, refusing duplicate keys.
-pub fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
+/// Parses `bytes` as JSON, refusing duplicate keys and nesting deeper than `max_depth`.
+pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
-    let value = match UniqueKeys.deserialize(tracked) {
+    let value = match (UniqueKeys { depth_left: max_depth }).deserialize(tracked) {
         Ok(value) => value,
         Err(error) => {
             let message = error.to_string();
+            if message.starts_with(TOO_DEEP_MARKER) {
+                return Err(ParseError::TooDeep);
+            }
             return Err(match message.strip_prefix(DUPLICATE_MARKER) {
                 Some(key) => {
                     // serde_json appends " at line L column C" to custom errors.
@@ -44,11 +47,26 @@ pub fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
 pub enum ParseError {
     Syntax(serde_json::Error),
     Duplicate(DuplicateKey),
+    /// Nested deeper than allowed.
+    TooDeep,
 }
 
 const DUPLICATE_MARKER: &str = "\u{0}duplicate key:";
+const TOO_DEEP_MARKER: &str = "\u{0}too deep";
 
-struct UniqueKeys;
+struct UniqueKeys {
+    /// Objects and arrays that may still open inside this value.
+    depth_left: usize,
+}
+
+impl UniqueKeys {
+    fn inner<E: Error>(&self) -> Result<UniqueKeys, E> {
+        match self.depth_left.checked_sub(1) {
+            Some(depth_left) => Ok(UniqueKeys { depth_left }),
+            None => Err(E::custom(TOO_DEEP_MARKER)),
+        }
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for UniqueKeys {
     type Value = Value;
@@ -100,20 +118,26 @@ impl<'de> Visitor<'de> for UniqueKeys {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-        while let Some(item) = seq.next_element_seed(UniqueKeys)? {
+        while let Some(item) = seq.next_element_seed(UniqueKeys {
+            depth_left: inner.depth_left,
+        })? {
             items.push(item);
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.inner()?;
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             if object.contains_key(&key) {
                 return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{key}")));
             }
-            let value = map.next_value_seed(UniqueKeys)?;
+            let value = map.next_value_seed(UniqueKeys {
+                depth_left: inner.depth_left,
+            })?;
             object.insert(key, value);
         }
         Ok(Value::Object(object))
@@ -124,6 +148,29 @@ impl<'de> Visitor<'de> for UniqueKeys {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
+        super::parse(bytes, 64)
+    }
+
+    #[test]
+    fn nesting_is_bounded() {
+        let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+        assert!(super::parse(nested(3).as_bytes(), 3).is_ok());
+        assert!(matches!(
+            super::parse(nested(4).as_bytes(), 3),
+            Err(ParseError::TooDeep)
+        ));
+        assert!(matches!(
+            super::parse(br#"{"a":{"b":{"c":{}}}}"#, 3),
+            Err(ParseError::TooDeep)
+        ));
+        // The configured limit, not serde_json's own, is what stops 10,000 levels.
+        assert!(matches!(
+            super::parse(nested(10_000).as_bytes(), 64),
+            Err(ParseError::TooDeep)
+        ));
+    }
 
     fn duplicate(text: &str) -> DuplicateKey {
         match parse(text.as_bytes()) {

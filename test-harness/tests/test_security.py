@@ -1,4 +1,5 @@
-"""The boundary: browser origins and host names (DNS-rebinding protection)."""
+"""The boundary: browser origins and host names (DNS-rebinding protection), and limits on
+what one request may cost."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
 def guarded(upstream: Upstream):
     plugin = demo_plugin()
     plugin["allowed_origins"] = ["https://chat.example.com"]
+    plugin["limits"] = {"max_request_message_bytes": 2000, "max_response_bytes": 300}
     proxy = Envoy(upstream, plugin, name="envoy-guarded")
     plugin["allowed_hosts"] = ["mcp.example.com", f"127.0.0.1:{proxy.port}"]
     proxy.plugin = plugin
@@ -61,3 +63,59 @@ def test_by_default_every_browser_origin_is_refused(envoy: Envoy, upstream: Upst
     forbidden(Mcp(envoy.mcp_url).post(CALL, headers={"origin": "http://localhost:3000"}),
               'Forbidden: origin "http://localhost:3000" is not allowed to call this MCP endpoint')
     assert upstream.total_calls() == 0
+
+
+def too_large(response, size: int, limit: int = 256 * 1024) -> None:
+    assert response.status_code == 413, response.text
+    assert response.json()["error"] == {
+        "code": -32600, "message": f"Payload Too Large: the request has {size} bytes; the limit is {limit}"}
+
+
+def test_a_body_over_the_limit_is_413_before_it_is_read(mcp: Mcp, upstream: Upstream) -> None:
+    padding = "x" * (300 * 1024)
+    body = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"%s"}}' % padding
+    too_large(mcp.post(body), len(body))
+    assert upstream.total_calls() == 0
+
+
+def test_fifty_megabytes_are_refused_by_content_length(mcp: Mcp) -> None:
+    body = b"[" + b"1," * (25 * 1024 * 1024) + b"1]"
+    too_large(mcp.post(body), len(body))
+
+
+def test_a_chunked_body_is_refused_once_it_outgrows_the_limit(mcp: Mcp) -> None:
+    def chunks():
+        yield b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"pad":"'
+        # 320 KiB: over the limit, yet small enough to be sent whole before the answer is
+        # read (a server may close a connection whose upload it has refused).
+        for _ in range(20):
+            yield b"y" * 16384
+        yield b'"}}'
+    response = mcp.http.post(mcp.url, content=chunks(), headers={"content-type": "application/json"})
+    assert response.status_code == 413, response.text
+    assert response.json()["error"]["message"].startswith("Payload Too Large: the request has ")
+
+
+def test_nesting_ten_thousand_deep_is_refused(mcp: Mcp) -> None:
+    body = '{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":%s}}' % ("[" * 10000 + "]" * 10000)
+    response = mcp.post(body)
+    assert response.status_code == 400
+    assert response.json()["error"] == {"code": -32600, "message": "Invalid Request: JSON nested deeper than 100 levels"}
+
+
+def test_arguments_that_encode_over_the_limit_are_a_tool_error(mcp: Mcp, upstream: Upstream) -> None:
+    result = mcp.call_tool("CatalogService_Search", {"query": "q" * 3000})
+    assert result["isError"] is True
+    assert result["content"][0]["text"].startswith(
+        "Invalid arguments for tool CatalogService_Search: the arguments encode to 3003 bytes; the limit is 2000.")
+    assert upstream.total_calls() == 0
+
+
+def test_a_response_over_the_limit_is_cut_off(mcp: Mcp) -> None:
+    result = mcp.call_tool("CatalogService_Search", {})
+    assert result["isError"] is True
+    text = result["content"][0]["text"]
+    assert text.startswith("demo.catalog.v1.CatalogService/Search failed with gRPC status RESOURCE_EXHAUSTED (8): the response has ")
+    assert text.endswith("bytes; the limit is 300 (limits.max_response_bytes)")
+    # Small answers still pass.
+    assert mcp.call_tool("UserService_GetUser", {"user_id": 1})["isError"] is False
