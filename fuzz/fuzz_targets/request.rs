@@ -1,0 +1,51 @@
+//! Any POST body, with any of the headers the endpoint reads, through the whole request path:
+//! parsing, era choice, header checks, dispatch, and the replies of the calls it asks for.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use switchblade_filter::http::McpHeaders;
+use switchblade_filter::server::{GrpcReply, McpRequest, Outcome, Server};
+
+thread_local! {
+    // The filter is single-threaded (it shares with Rc), and so is each fuzzing thread.
+    static SERVER: Server = {
+        let config = br#"{"forward_headers":["authorization"],"allowed_origins":["https://ok.example"],
+            "tools_list":{"page_size":2},
+            "services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"},
+                        "test.kitchensink.v1.KitchenSinkService":{"cluster":"c"}}}"#;
+        Server::from_config_bytes(config).expect("the fuzz configuration is valid")
+    };
+}
+
+const VERSIONS: [&str; 4] = ["2026-07-28", "2025-11-25", "2025-03-26", "1999-01-01"];
+const METHODS: [&str; 4] = ["tools/call", "tools/list", "server/discover", "initialize"];
+const NAMES: [&str; 3] = ["UserService_GetUser", "KitchenSinkService_Echo", "=?base64?VXNlclNlcnZpY2VfR2V0VXNlcg==?="];
+
+fuzz_target!(|data: &[u8]| {
+    // The first byte picks the headers; the rest is the body.
+    let Some((&choice, body)) = data.split_first() else { return };
+    let pick = |items: &[&str], shift: u8| -> Option<String> {
+        let index = usize::from((choice >> shift) & 0b11);
+        items.get(index).map(|item| (*item).to_owned())
+    };
+    let headers = McpHeaders {
+        content_type: Some("application/json".into()),
+        protocol_version: if choice & 1 == 0 { None } else { pick(&VERSIONS, 1) },
+        mcp_method: pick(&METHODS, 3),
+        mcp_name: pick(&NAMES, 5),
+        origin: (choice & 0x80 != 0).then(|| "https://ok.example".into()),
+        ..McpHeaders::default()
+    };
+    SERVER.with(|server| answer_everything(server, &headers, body));
+});
+
+fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
+    if let Outcome::Await(mut reply, calls) = server.handle(McpRequest { headers, body }) {
+        // Answer each call with bytes from the body itself: valid or not, it must not panic.
+        for (index, call) in calls.iter().enumerate() {
+            let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some("x%20y"), body, details: Some(body) };
+            server.complete(&mut reply, call, grpc);
+        }
+        let _ = reply.into_response();
+    }
+}
