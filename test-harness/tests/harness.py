@@ -10,6 +10,7 @@ import copy
 import json
 import os
 import socket
+import struct
 import subprocess
 import threading
 import time
@@ -127,6 +128,20 @@ class Blackhole:
     def stop(self) -> None:
         self.socket.close()
         for connection in self.held:
+            connection.close()
+
+
+class Slammer(Blackhole):
+    """An "upstream" that reads what it is sent, then resets the connection mid-exchange."""
+
+    def _hold(self) -> None:
+        while True:
+            try:
+                connection = self.socket.accept()[0]
+            except OSError:
+                return
+            connection.recv(65536)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             connection.close()
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
 import time
 
 import pytest
 
-from harness import Blackhole, Envoy, Mcp, Upstream, demo_plugin, is_deadline_error
+from harness import REPO, Blackhole, Envoy, Mcp, Slammer, Upstream, demo_plugin, is_deadline_error
 
 
 @pytest.fixture
@@ -97,3 +99,44 @@ def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
     finally:
         envoy.stop()
         hole.stop()
+
+
+def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
+    slammer = Slammer()
+    envoy = Envoy(slammer, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-reset")
+    try:
+        envoy.start()
+        mcp = Mcp(envoy.mcp_url)
+        text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
+        assert text.startswith("demo.users.v1.UserService/GetUser failed with gRPC status UNAVAILABLE (14): "), text
+        assert mcp.request("ping")["result"] == {}
+    finally:
+        envoy.stop()
+        slammer.stop()
+
+
+def test_bytes_that_do_not_fit_the_declared_type_are_a_tool_error(tmp_path, upstream: Upstream) -> None:
+    """Schema drift: the descriptor says user_id is a string, the service sends an integer."""
+    proto = tmp_path / "demo/users/v1/users.proto"
+    proto.parent.mkdir(parents=True)
+    proto.write_text(
+        'syntax = "proto3";\npackage demo.users.v1;\n'
+        "service UserService { rpc GetUser(GetUserRequest) returns (User); }\n"
+        "message GetUserRequest { int32 user_id = 1; }\n"
+        "message User { string user_id = 1; }\n"
+    )
+    run = subprocess.run(
+        [str(REPO / "target/release/switchblade"), "config", "-I", str(tmp_path), "demo/users/v1/users.proto",
+         "--service", "demo.users.v1.UserService=demo_grpc"],
+        capture_output=True, text=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    envoy = Envoy(upstream, json.loads(run.stdout), name="envoy-drift")
+    try:
+        envoy.start()
+        result = Mcp(envoy.mcp_url).call_tool("UserService_GetUser", {"user_id": 1})
+        assert result["isError"] is True
+        assert result["content"][0]["text"].startswith(
+            "demo.users.v1.UserService/GetUser answered with a response that could not be decoded: not a valid demo.users.v1.User"
+        ), result
+    finally:
+        envoy.stop()
