@@ -1,0 +1,59 @@
+"""Soak: Switchblade under steady load for a while, with memory sampled along the way.
+
+    .venv/bin/python test-harness/soak.py [SECONDS] [CONNECTIONS]
+
+Starts the demo upstream and Envoy (as the tests do), drives tools/call from CONNECTIONS
+concurrent connections for SECONDS, and reports the answers, unexpected errors, and Envoy's
+RSS at the start, every minute, and at the end. Exits non-zero on any unexpected answer.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent / "tests"))
+
+from harness import Envoy, Upstream  # noqa: E402
+from load import drive, rss_kib  # noqa: E402
+
+
+def main() -> int:
+    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
+    connections = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+    upstream = Upstream().start()
+    envoy = Envoy(upstream, name="envoy-soak").start()
+    try:
+        pid = envoy.process.pid
+        samples = [(0.0, rss_kib(pid))]
+        stop = threading.Event()
+
+        def sample() -> None:
+            started = time.monotonic()
+            while not stop.wait(60):
+                samples.append((time.monotonic() - started, rss_kib(pid)))
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        tally = drive(envoy.mcp_url, seconds, connections)
+        stop.set()
+        samples.append((seconds, rss_kib(pid)))
+        wasm = {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")}
+    finally:
+        envoy.stop()
+        upstream.stop()
+
+    print(f"soak: {seconds:.0f}s, {connections} connections, {tally.total} calls, {tally.total / seconds:.0f} calls/s")
+    print(f"  successes {tally.successes}, tool errors {dict(tally.tool_errors)}, unexpected {dict(tally.unexpected)}")
+    print("  Envoy RSS (KiB): " + ", ".join(f"{t:.0f}s {kib}" for t, kib in samples))
+    print(f"  Wasm VMs: {wasm.get('wasm.envoy.wasm.runtime.v8.active')} active, "
+          f"{wasm.get('wasm.envoy.wasm.runtime.v8.created')} created, reloads {wasm.get('wasm.switchblade.vm_reload', 0)}")
+    unexpected = sum(tally.unexpected.values()) + sum(tally.tool_errors.values())
+    print(f"{tally.total - unexpected} passed, {unexpected} failed")
+    return 1 if unexpected else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
