@@ -27,6 +27,8 @@ def main() -> int:
     envoy = Envoy(upstream, name="envoy-soak").start()
     try:
         pid = envoy.process.pid
+        time.sleep(1.2)  # one reading of the VM's memory gauge
+        vm_memory_start = envoy.stats().get("wasmcustom.switchblade.vm_memory_bytes", 0)
         samples = [(0.0, rss_kib(pid))]
         stop = threading.Event()
 
@@ -40,7 +42,9 @@ def main() -> int:
         tally = drive(envoy.mcp_url, seconds, connections)
         stop.set()
         samples.append((seconds, rss_kib(pid)))
-        wasm = {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")}
+        stats = envoy.stats()
+        wasm = {k: v for k, v in stats.items() if k.startswith("wasm.")}
+        vm_memory_end = stats.get("wasmcustom.switchblade.vm_memory_bytes", 0)
     finally:
         envoy.stop()
         upstream.stop()
@@ -48,6 +52,7 @@ def main() -> int:
     print(f"soak: {seconds:.0f}s, {connections} connections, {tally.total} calls, {tally.total / seconds:.0f} calls/s")
     print(f"  successes {tally.successes}, tool errors {dict(tally.tool_errors)}, unexpected {dict(tally.unexpected)}")
     print("  Envoy RSS (KiB): " + ", ".join(f"{t:.0f}s {kib}" for t, kib in samples))
+    print(f"  Wasm VM linear memory (bytes): start {vm_memory_start}, end {vm_memory_end}")
     print(f"  Wasm VMs: {wasm.get('wasm.envoy.wasm.runtime.v8.active')} active, "
           f"{wasm.get('wasm.envoy.wasm.runtime.v8.created')} created, reloads {wasm.get('wasm.switchblade.vm_reload', 0)}")
     unexpected = sum(tally.unexpected.values()) + sum(tally.tool_errors.values())

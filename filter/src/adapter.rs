@@ -15,18 +15,20 @@ use std::time::{Duration, SystemTime};
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, Status};
+use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, MetricType, Status};
 
 use crate::http::{route, HttpResponse, McpHeaders, Route};
 use crate::server::{GrpcReply, McpRequest, Outcome, Reply, Server, UpstreamCall};
 
 /// How often overdue calls are looked for: the precision of deadlines.
 const DEADLINE_TICK: Duration = Duration::from_millis(25);
+/// Ticks between two readings of the VM's memory (one a second).
+const MEMORY_EVERY_TICKS: u32 = 40;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, deadlines: Rc::default() })
+        Box::new(Root { server: None, deadlines: Rc::default(), memory_gauge: None, ticks: 0 })
     });
 }}
 
@@ -34,6 +36,9 @@ proxy_wasm::main! {{
 struct Root {
     server: Option<Rc<Server>>,
     deadlines: Rc<RefCell<Deadlines>>,
+    /// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report.
+    memory_gauge: Option<u32>,
+    ticks: u32,
 }
 
 impl Context for Root {}
@@ -62,6 +67,7 @@ impl RootContext for Root {
                     server.mcp_path()
                 );
                 self.server = Some(Rc::new(server));
+                self.memory_gauge = hostcalls::define_metric(MetricType::Gauge, "switchblade.vm_memory_bytes").ok();
                 if let Err(status) = hostcalls::set_tick_period(DEADLINE_TICK) {
                     error!("cannot start the deadline timer: {status:?}");
                     return false;
@@ -76,6 +82,11 @@ impl RootContext for Root {
     }
 
     fn on_tick(&mut self) {
+        self.ticks = self.ticks.wrapping_add(1);
+        if let (Some(gauge), 0) = (self.memory_gauge, self.ticks % MEMORY_EVERY_TICKS) {
+            let bytes = core::arch::wasm32::memory_size(0) * 65536;
+            let _ = hostcalls::record_metric(gauge, u64::try_from(bytes).unwrap_or(u64::MAX));
+        }
         let Ok(now) = hostcalls::get_current_time() else { return };
         let overdue = self.deadlines.borrow_mut().take_overdue(now);
         for deadline in overdue {
