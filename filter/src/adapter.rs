@@ -208,6 +208,8 @@ impl Context for Exchange {
 
     fn on_grpc_stream_close(&mut self, token: u32, status_code: u32) {
         self.deadlines.borrow_mut().remove(token);
+        // Closed by the upstream; closing this side too lets Envoy release the stream.
+        let _ = hostcalls::close_grpc_stream(token);
         let message = match hostcalls::get_grpc_status() {
             Ok((_, message)) => message,
             Err(_) => None,
