@@ -1,0 +1,22 @@
+//! The server the kitchen-sink fuzz targets share: one per fuzzing thread, since the filter
+//! is single-threaded (it shares state with Rc).
+
+use switchblade_filter::http::McpHeaders;
+use switchblade_filter::server::{McpRequest, Outcome, Server};
+
+thread_local! {
+    static SERVER: Server = {
+        let config = br#"{"services":{"test.kitchensink.v1.KitchenSinkService":{"cluster":"c"}}}"#;
+        Server::from_config_bytes(config).expect("the fuzz configuration is valid")
+    };
+}
+
+/// Calls `tool` with `arguments` (JSON text) and hands the server and the outcome to `then`.
+pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, Outcome) -> T) -> T {
+    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#);
+    let headers = McpHeaders { content_type: Some("application/json".into()), ..McpHeaders::default() };
+    SERVER.with(|server| {
+        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes() });
+        then(server, outcome)
+    })
+}
