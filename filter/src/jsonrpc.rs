@@ -120,7 +120,7 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
         ));
     };
     let id = object.remove("id");
-    let reply_id = id.clone().filter(is_valid_id).unwrap_or(Value::Null);
+    let reply_id = reply_id(id.as_ref());
     if object.get("jsonrpc") != Some(&json!("2.0")) {
         return Err(RpcError::new(
             &reply_id,
@@ -152,6 +152,11 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
             "Invalid Request: `method` is missing",
         )),
     }
+}
+
+/// The id to answer a message with: its own if valid, else null.
+pub fn reply_id(id: Option<&Value>) -> Value {
+    id.filter(|id| is_valid_id(id)).cloned().unwrap_or(Value::Null)
 }
 
 /// MCP ids are strings or integers; null is not allowed for requests.

@@ -231,7 +231,10 @@ impl Server {
             if batch {
                 Value::Null
             } else {
-                messages.first().map(request_id).unwrap_or(Value::Null)
+                messages
+                    .first()
+                    .map(|message| jsonrpc::reply_id(message.get("id")))
+                    .unwrap_or(Value::Null)
             }
         };
         let duplicate_argument = match parsed.duplicate {
@@ -629,14 +632,6 @@ fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
         _ => format!("Method not found: {method}"),
     };
     RpcError::new(id, METHOD_NOT_FOUND, message)
-}
-
-fn request_id(message: &Value) -> Value {
-    match message.get("id") {
-        Some(id @ Value::String(_)) => id.clone(),
-        Some(id @ Value::Number(number)) if number.is_i64() || number.is_u64() => id.clone(),
-        _ => Value::Null,
-    }
 }
 
 fn answer_raw(id: &Value, result_json: &str) -> Handled {
