@@ -175,7 +175,7 @@ impl Server {
             tools_list,
             discover_result,
             forward_headers: config.forward_headers.clone(),
-            status_details: embedded_pool().ok().and_then(StatusDetails::new),
+            status_details: details_pool(config, pool).and_then(StatusDetails::new),
             limits: config.limits,
             callers: CallerPolicy {
                 allowed_origins: config.allowed_origins.clone(),
@@ -535,6 +535,16 @@ impl Server {
             status: 200,
             body: jsonrpc::encode(&jsonrpc::success(id, result)),
         }
+    }
+}
+
+/// The pool error details are decoded with: the embedded set, which has the `google.rpc`
+/// messages. Without a `descriptor_set` the catalog's pool is that set already, and decoding it
+/// again would double the start-up work of every VM.
+fn details_pool(config: &PluginConfig, pool: &DescriptorPool) -> Option<DescriptorPool> {
+    match config.descriptor_set {
+        None => Some(pool.clone()),
+        Some(_) => embedded_pool().ok(),
     }
 }
 
