@@ -481,7 +481,8 @@ impl Server {
                 )),
             }
         } else {
-            let mut text = grpc_failure_text(&call.tool, grpc.status, grpc.message);
+            let message = grpc.message.map(readable_message).unwrap_or_default();
+            let mut text = grpc_failure_text(&call.tool, grpc.status, &message);
             if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
                 for line in renderer.render(details) {
                     text.push_str("\n- ");
@@ -498,15 +499,13 @@ impl Server {
     pub fn response_too_large(&self, reply: &mut Reply, call: &UpstreamCall, size: usize) {
         let limit = self.limits.max_response_bytes;
         let message = format!("the response has {size} bytes; the limit is {limit} (limits.max_response_bytes)");
-        let text = grpc_failure_text(&call.tool, RESOURCE_EXHAUSTED, Some(&message));
-        self.fill(reply, call, tool_error(text));
+        self.fail(reply, call, RESOURCE_EXHAUSTED, &message);
     }
 
     /// Files the tool result of a call whose deadline passed without an answer.
     pub fn deadline_passed(&self, reply: &mut Reply, call: &UpstreamCall) {
-        let deadline = format!("no answer within the {} ms deadline", call.tool.timeout.as_millis());
-        let text = grpc_failure_text(&call.tool, DEADLINE_EXCEEDED, Some(&deadline));
-        self.fill(reply, call, tool_error(text));
+        let message = format!("no answer within the {} ms deadline", call.tool.timeout.as_millis());
+        self.fail(reply, call, DEADLINE_EXCEEDED, &message);
     }
 
     /// Files the tool result of a call that could not even be started (for example, no such cluster).
@@ -515,8 +514,12 @@ impl Server {
             "the call to cluster {:?} could not be started: {reason}",
             call.tool.cluster
         );
-        let text = grpc_failure_text(&call.tool, UNAVAILABLE, Some(&message));
-        self.fill(reply, call, tool_error(text));
+        self.fail(reply, call, UNAVAILABLE, &message);
+    }
+
+    /// Files a failure the filter itself decided on, worded like an upstream's.
+    fn fail(&self, reply: &mut Reply, call: &UpstreamCall, status: u32, message: &str) {
+        self.fill(reply, call, tool_error(grpc_failure_text(&call.tool, status, message)));
     }
 
     fn fill(&self, reply: &mut Reply, call: &UpstreamCall, result: Value) {
@@ -666,8 +669,9 @@ fn rpc_name(tool: &Tool) -> String {
     format!("{}/{}", tool.service_name(), tool.method_name())
 }
 
-fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String {
-    let message = message.map(readable_message).unwrap_or_default();
+/// `Service/Method failed with gRPC status NAME (code): message`, with a readable message
+/// (a wire `grpc-message` is decoded by the caller).
+fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
     let mut text = format!(
         "{} failed with gRPC status {} ({status})",
         rpc_name(tool),
@@ -675,7 +679,7 @@ fn grpc_failure_text(tool: &Tool, status: u32, message: Option<&str>) -> String 
     );
     if !message.is_empty() {
         text.push_str(": ");
-        text.push_str(&message);
+        text.push_str(message);
     }
     text
 }

@@ -323,6 +323,16 @@ mod legacy_era {
     }
 
     #[test]
+    fn the_filters_own_failure_words_are_not_decoded_like_a_grpc_message() {
+        let server = server();
+        let (mut reply, sent) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
+        server.dispatch_failed(&mut reply, &sent[0], "100%25 {busy}");
+        let (_, body) = finish(reply);
+        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.ends_with("could not be started: 100%25 {busy}"), "{text}");
+    }
+
+    #[test]
     fn injection_is_refused_as_a_tool_error_without_a_call() {
         let (status, body) = answer(call_user(&server(), &json_headers(), r#"{"user_id":{"$ne":null}}"#));
         assert_eq!(status, 200);
