@@ -352,35 +352,37 @@ impl Core {
     }
 
     fn closed(&mut self, token: u32, status_code: u32, message: Option<&str>) {
-        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
-            return;
-        };
-        let Some(in_flight) = calls.remove(&token) else { return };
-        let grpc = GrpcReply {
-            status: status_code,
-            message,
-            body: in_flight.message.as_deref().unwrap_or_default(),
-            details: in_flight.details.as_deref(),
-        };
-        self.server.complete(reply, &in_flight.call, grpc);
-        self.send_if_complete();
+        self.finish(token, |server, reply, in_flight| {
+            let grpc = GrpcReply {
+                status: status_code,
+                message,
+                body: in_flight.message.as_deref().unwrap_or_default(),
+                details: in_flight.details.as_deref(),
+            };
+            server.complete(reply, &in_flight.call, grpc);
+        });
     }
 
     fn too_large(&mut self, token: u32, size: usize) {
-        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
-            return;
-        };
-        let Some(in_flight) = calls.remove(&token) else { return };
-        self.server.response_too_large(reply, &in_flight.call, size);
-        self.send_if_complete();
+        self.finish(token, |server, reply, in_flight| {
+            server.response_too_large(reply, &in_flight.call, size)
+        });
     }
 
     fn deadline_passed(&mut self, token: u32) {
+        self.finish(token, |server, reply, in_flight| {
+            server.deadline_passed(reply, &in_flight.call)
+        });
+    }
+
+    /// Ends the call on `token`: the server files its result, and the reply goes out once no
+    /// call is left.
+    fn finish(&mut self, token: u32, file: impl FnOnce(&Server, &mut Reply, InFlight)) {
         let State::AwaitingUpstream { reply, calls } = &mut self.state else {
             return;
         };
         let Some(in_flight) = calls.remove(&token) else { return };
-        self.server.deadline_passed(reply, &in_flight.call);
+        file(&self.server, reply, in_flight);
         self.send_if_complete();
     }
 

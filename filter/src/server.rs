@@ -445,7 +445,7 @@ impl Server {
                         problem,
                     });
                 }
-                self.catalog.rules().check(&tool.method.input(), arguments)?;
+                self.catalog.rules().check(&input, arguments)?;
                 Ok(message)
             }),
         };
