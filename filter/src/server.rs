@@ -22,7 +22,7 @@ use crate::protocol::{
 use crate::status_details::StatusDetails;
 use crate::strict_json::DuplicateKey;
 use crate::tools_list::ToolsListPages;
-use crate::transcode::{decode_response, encode_arguments, json_type, ArgumentError};
+use crate::transcode::{encode_arguments, json_type, render_response, ArgumentError};
 
 /// A POST to the MCP path.
 #[derive(Debug, Clone, Copy)]
@@ -111,6 +111,8 @@ pub struct Server {
     mcp_path: String,
     catalog: Catalog,
     server_info: Value,
+    /// The modern era's `_meta` of every tool result, rendered once.
+    result_meta: String,
     instructions: Option<String>,
     tools_list: ToolsListPages,
     /// The `server/discover` result, rendered once.
@@ -170,6 +172,7 @@ impl Server {
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,
+            result_meta: json!({ SERVER_INFO_META: server_info }).to_string(),
             server_info,
             instructions: identity.instructions.clone(),
             tools_list,
@@ -458,27 +461,31 @@ impl Server {
                 era,
                 slot,
             })),
-            Err(error) => Ok(Handled::Answer(self.tool_result(
-                era,
-                id,
-                tool_error(format!(
+            Err(error) => {
+                let text = format!(
                     "Invalid arguments for tool {name}: {error}. The request was not sent; fix the arguments to match the tool's inputSchema."
-                )),
-            ))),
+                );
+                Ok(Handled::Answer(self.tool_result(era, id, &ToolResult::error(&text))))
+            }
         }
     }
 
     /// Files the tool result of a finished upstream call into its reply.
     pub fn complete(&self, reply: &mut Reply, call: &UpstreamCall, grpc: GrpcReply<'_>) {
-        let result = if grpc.status == 0 {
-            match decode_response(&call.tool.method.output(), grpc.body) {
-                Ok(content) if call.tool.wrap_output => tool_success(json!({ WRAPPED_VALUE: content })),
-                Ok(content) => tool_success(content),
-                Err(error) => tool_error(format!(
+        let text = if grpc.status == 0 {
+            match render_response(&call.tool.method.output(), grpc.body) {
+                Ok(content) => {
+                    let content = match call.tool.wrap_output {
+                        true => format!("{{\"{WRAPPED_VALUE}\":{content}}}"),
+                        false => content,
+                    };
+                    return self.fill(reply, call, &ToolResult::success(&content));
+                }
+                Err(error) => format!(
                     "{} answered with a response that could not be decoded: {}",
                     rpc_name(&call.tool),
                     error.0
-                )),
+                ),
             }
         } else {
             let message = grpc.message.map(readable_message).unwrap_or_default();
@@ -489,9 +496,9 @@ impl Server {
                     text.push_str(&line);
                 }
             }
-            tool_error(text)
+            text
         };
-        self.fill(reply, call, result);
+        self.fill(reply, call, &ToolResult::error(&text));
     }
 
     /// Files the tool result of a call whose response was larger than the limit (the stream is
@@ -519,24 +526,42 @@ impl Server {
 
     /// Files a failure the filter itself decided on, worded like an upstream's.
     fn fail(&self, reply: &mut Reply, call: &UpstreamCall, status: u32, message: &str) {
-        self.fill(reply, call, tool_error(grpc_failure_text(&call.tool, status, message)));
+        let text = grpc_failure_text(&call.tool, status, message);
+        self.fill(reply, call, &ToolResult::error(&text));
     }
 
-    fn fill(&self, reply: &mut Reply, call: &UpstreamCall, result: Value) {
+    fn fill(&self, reply: &mut Reply, call: &UpstreamCall, result: &ToolResult<'_>) {
         if let Some(slot) = reply.slots.get_mut(call.slot) {
             *slot = Some(self.tool_result(call.era, &call.request_id, result));
         }
     }
 
     /// A `tools/call` answer; modern results carry `resultType` and the server's identity.
-    fn tool_result(&self, era: Era, id: &Value, mut result: Value) -> Answer {
-        if let (Era::Modern, Value::Object(map)) = (era, &mut result) {
-            map.insert("resultType".into(), json!("complete"));
-            map.insert("_meta".into(), json!({ SERVER_INFO_META: self.server_info }));
+    /// Written as text: every successful call comes through here, and the structured
+    /// content is already JSON text.
+    fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
+        let escaped_text = Value::from(result.text).to_string();
+        let mut json = String::with_capacity(escaped_text.len() + result.structured.map_or(0, str::len) + 128);
+        json.push_str(r#"{"content":[{"type":"text","text":"#);
+        json.push_str(&escaped_text);
+        json.push_str("}]");
+        if let Some(structured) = result.structured {
+            json.push_str(r#","structuredContent":"#);
+            json.push_str(structured);
         }
+        json.push_str(if result.structured.is_some() {
+            r#","isError":false"#
+        } else {
+            r#","isError":true"#
+        });
+        if era == Era::Modern {
+            json.push_str(r#","resultType":"complete","_meta":"#);
+            json.push_str(&self.result_meta);
+        }
+        json.push('}');
         Answer {
             status: 200,
-            body: jsonrpc::encode(&jsonrpc::success(id, result)),
+            body: jsonrpc::success_raw(id, &json),
         }
     }
 }
@@ -684,17 +709,24 @@ fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
     text
 }
 
-fn tool_success(content: Value) -> Value {
-    let text = content.to_string();
-    json!({
-        "content": [{"type": "text", "text": text}],
-        "structuredContent": content,
-        "isError": false,
-    })
+/// A tool result: a success carries its content as JSON text, twice (as text, and as
+/// `structuredContent`); an error carries only words.
+struct ToolResult<'a> {
+    text: &'a str,
+    structured: Option<&'a str>,
 }
 
-fn tool_error(text: String) -> Value {
-    json!({"content": [{"type": "text", "text": text}], "isError": true})
+impl<'a> ToolResult<'a> {
+    fn success(content_json: &'a str) -> Self {
+        ToolResult {
+            text: content_json,
+            structured: Some(content_json),
+        }
+    }
+
+    fn error(text: &'a str) -> Self {
+        ToolResult { text, structured: None }
+    }
 }
 
 #[cfg(test)]

@@ -47,15 +47,20 @@ pub fn encode_arguments(message: &MessageDescriptor, arguments: &Value) -> Resul
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResponseError(pub String);
 
-/// Decodes an upstream response and renders it as proto3 JSON with every field present.
-pub fn decode_response(message: &MessageDescriptor, bytes: &[u8]) -> Result<Value, ResponseError> {
+/// Decodes an upstream response and renders it as proto3 JSON text with every field present.
+/// Straight to text: a `Value` tree in between would cost as much again (see BENCHMARKS.md).
+pub fn render_response(message: &MessageDescriptor, bytes: &[u8]) -> Result<String, ResponseError> {
     let decoded = DynamicMessage::decode(message.clone(), bytes)
         .map_err(|error| ResponseError(format!("not a valid {}: {error}", message.full_name())))?;
     let options = SerializeOptions::new()
         .use_proto_field_name(true)
         .skip_default_fields(false);
+    let mut json = Vec::with_capacity(bytes.len() * 2 + 64);
     decoded
-        .serialize_with_options(serde_json::value::Serializer, &options)
+        .serialize_with_options(&mut serde_json::Serializer::new(&mut json), &options)
+        .map_err(|error| ResponseError(format!("cannot render {} as JSON: {error}", message.full_name())))?;
+    // serde_json writes only valid UTF-8.
+    String::from_utf8(json)
         .map_err(|error| ResponseError(format!("cannot render {} as JSON: {error}", message.full_name())))
 }
 
@@ -134,9 +139,9 @@ mod tests {
     #[test]
     fn renders_responses_with_proto_names_and_defaults() {
         let user = descriptor("demo.users.v1.User");
-        let json = decode_response(&user, &[0x08, 7, 0x12, 3, b'a', b'd', b'a']).unwrap();
+        let json = render_response(&user, &[0x08, 7, 0x12, 3, b'a', b'd', b'a']).unwrap();
         assert_eq!(
-            json,
+            serde_json::from_str::<Value>(&json).unwrap(),
             json!({"user_id": 7, "username": "ada", "display_name": "", "email": "", "state": "ACCOUNT_STATE_UNSPECIFIED"})
         );
     }
@@ -144,7 +149,7 @@ mod tests {
     #[test]
     fn refuses_garbage_responses() {
         let user = descriptor("demo.users.v1.User");
-        let error = decode_response(&user, &[0xff, 0xff, 0xff]).unwrap_err();
+        let error = render_response(&user, &[0xff, 0xff, 0xff]).unwrap_err();
         assert!(error.0.starts_with("not a valid demo.users.v1.User"), "{}", error.0);
     }
 }

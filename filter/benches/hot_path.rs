@@ -1,0 +1,101 @@
+//! The filter's own work per `tools/call`, natively: `cargo bench -p switchblade-filter --bench hot_path`.
+//!
+//! Measures the request half (parse, validate, transcode to protobuf) and the reply half
+//! (decode the response, render the result) of a `CatalogService_GetItem` call, against an
+//! anchor run side by side: serde_json parsing the same request and writing the same answer,
+//! the least JSON work any MCP server does. Prints nanoseconds and ratios; asserts nothing.
+
+// A benchmark: a broken expectation should stop it loudly.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use serde_json::Value;
+use switchblade_filter::http::McpHeaders;
+use switchblade_filter::server::{GrpcReply, McpRequest, Outcome, Server};
+use switchblade_filter::transcode::encode_arguments;
+
+const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
+const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
+const ITERATIONS: u32 = 100_000;
+
+const ROUNDS: u32 = 10;
+
+/// Nanoseconds per call of `work`: the best of several rounds, after a warm-up, since other
+/// work on the machine only ever adds time.
+fn time(mut work: impl FnMut()) -> f64 {
+    for _ in 0..ITERATIONS / ROUNDS {
+        work();
+    }
+    (0..ROUNDS)
+        .map(|_| {
+            let started = Instant::now();
+            for _ in 0..ITERATIONS / ROUNDS {
+                work();
+            }
+            started.elapsed().as_nanos() as f64 / f64::from(ITERATIONS / ROUNDS)
+        })
+        .fold(f64::INFINITY, f64::min)
+}
+
+fn main() {
+    let server = Server::from_config_bytes(CONFIG.as_bytes()).unwrap();
+    let headers = McpHeaders {
+        content_type: Some("application/json".into()),
+        accept: Some("application/json, text/event-stream".into()),
+        protocol_version: Some("2025-11-25".into()),
+        ..McpHeaders::default()
+    };
+    let item: Value = serde_json::from_str(
+        r#"{"id":"1","name":"Switchblade multitool","description":"A folding knife with eleven tools",
+        "category":"CATEGORY_HARDWARE","price":{"currency_code":"EUR","amount_minor":"4999"},"stock":12,
+        "tags":["edc","steel"],"attributes":{"sku":"SKU-0001"},"updated_at":"2026-01-01T01:00:00Z"}"#,
+    )
+    .unwrap();
+    let tool = server.catalog().get("CatalogService_GetItem").unwrap();
+    let response = encode_arguments(&tool.method.output(), &item).unwrap();
+    let reply = GrpcReply {
+        status: 0,
+        message: None,
+        body: &response,
+        details: None,
+    };
+    let plan = || match server.handle(McpRequest {
+        headers: &headers,
+        body: REQUEST,
+    }) {
+        Outcome::Await(reply, calls) => (reply, calls),
+        Outcome::Respond(answer) => panic!("no call: {}", String::from_utf8_lossy(&answer.body)),
+    };
+
+    let request_half = time(|| {
+        black_box(plan());
+    });
+    let (_, calls) = plan();
+    let reply_half = time(|| {
+        let (mut pending, _) = plan();
+        server.complete(&mut pending, &calls[0], reply);
+        black_box(pending.into_response());
+    }) - request_half;
+    let (mut pending, _) = plan();
+    server.complete(&mut pending, &calls[0], reply);
+    let answer: Value = serde_json::from_slice(&pending.into_response().body).unwrap();
+    assert_eq!(answer["result"]["structuredContent"]["name"], "Switchblade multitool");
+    let anchor = time(|| {
+        let request: Value = serde_json::from_slice(black_box(REQUEST)).unwrap();
+        black_box(request);
+        black_box(serde_json::to_vec(&answer).unwrap());
+    });
+
+    let total = request_half + reply_half;
+    println!(
+        "tools/call CatalogService_GetItem, natively, best of {ROUNDS} rounds of {} calls:",
+        ITERATIONS / ROUNDS
+    );
+    println!("  request half (parse, validate, encode)    {request_half:8.0} ns");
+    println!("  reply half (decode, render the result)    {reply_half:8.0} ns");
+    println!("  both                                      {total:8.0} ns");
+    println!("  anchor: serde_json parse + write only     {anchor:8.0} ns");
+    println!("  ratio both / anchor                       {:8.2}", total / anchor);
+}

@@ -1,0 +1,328 @@
+"""Runs the five systems of systems.py side by side and prints one table with the ratios.
+
+For each system and each concurrency: a warm-up run, then a measured run of the load
+generator (wrk for HTTP, grpc-bench for gRPC) with one call in flight per connection. Around
+the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's call count,
+so every request counted is a call that reached the upstream.
+
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcde]
+                [--no-pin] [--json PATH] [--smoke]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import yaml
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+from harness import ENVOY_BIN, REPO, WASM, WORK, Upstream, free_port, wait_until  # noqa: E402
+from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
+from systems import MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
+
+GRPC_BENCH = REPO / "target/release/grpc-bench"
+CLI = REPO / "target/release/switchblade"
+WRK_SCRIPT = HERE / "report.lua"
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+# Every system measured in this run, by key (the scale systems join when they are built).
+SYSTEMS_BY_KEY = {system.key: system for system in SYSTEMS}
+
+
+@dataclass
+class Run:
+    system: str
+    connections: int
+    requests: int
+    errors: int
+    seconds: float
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    upstream_calls: int
+    envoy_cpu_s_per_1000: float | None
+    envoy_rss_mib: float | None
+
+
+def descriptor_set() -> str:
+    """The catalog's descriptor set (base64), compiled from the .proto by the switchblade CLI."""
+    output = subprocess.check_output([
+        str(CLI), "config", "demo/catalog/v1/catalog.proto", "-I", str(REPO / "proto"),
+        "--service", f"{SERVICE}=upstream"])
+    return json.loads(output)["descriptor_set"]
+
+
+def pinned(command: list[str], cpus: str | None) -> list[str]:
+    return ["taskset", "-c", cpus, *command] if cpus else command
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime + stime
+
+
+def rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class EnvoyProcess:
+    """One Envoy with one worker thread, running one system's bootstrap."""
+
+    def __init__(self, system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> None:
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.dir = WORK / f"bench-{system.key}-{self.port}"
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config = bootstrap(system, self.port, self.admin_port, upstream.grpc_port, descriptors, str(WASM))
+        config_path = self.dir / "envoy.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        self.log_path = self.dir / "envoy.log"
+        command = [str(ENVOY_BIN), "-c", str(config_path), "--concurrency", "1", "--disable-hot-restart",
+                   "--log-level", "warn", "--component-log-level", "wasm:info"]
+        with self.log_path.open("w") as log:
+            self.process = subprocess.Popen(pinned(command, cpus), stdout=log, stderr=subprocess.STDOUT)
+        wait_until(self.ready, f"envoy (log: {self.log_path})", process=self.process)
+
+    def ready(self) -> bool:
+        return httpx2.get(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).status_code == 200
+
+    def catalog_figures(self) -> CatalogFigures:
+        admin = f"http://127.0.0.1:{self.admin_port}"
+        # The filter publishes its VM's memory once a second (0 until then).
+        gauge = re.compile(r"switchblade\.vm_memory_bytes: [1-9]")
+        wait_until(lambda: gauge.search(httpx2.get(f"{admin}/stats", timeout=1).text),
+                   "the switchblade.vm_memory_bytes gauge", process=self.process)
+        return catalog_figures(self.log_path.read_text(), admin, f"http://127.0.0.1:{self.port}/mcp", MCP_HEADERS)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+
+
+def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:
+    """One closed-loop run of the system's load generator; its JSON summary."""
+    if system.client == "grpc":
+        command = [str(GRPC_BENCH), "--target", f"http://127.0.0.1:{port}",
+                   "--connections", str(connections), "--seconds", str(seconds)]
+        env = None
+    else:
+        command = ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
+                   "-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}{system.path}"]
+        env = {**os.environ, "BENCH_BODY": system.body,
+               "BENCH_HEADERS": "\n".join(f"{name}: {value}" for name, value in system.headers.items())}
+    output = subprocess.run(pinned(command, cpus), env=env, capture_output=True, text=True, check=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def check_answer(system: System, port: int) -> None:
+    """One request before the load: the system must answer item 1 correctly."""
+    if system.client == "grpc":
+        summary = load(system, port, 1, 1, None)
+        problem = "" if summary["requests"] > 0 and summary["errors"] == 0 else f"gRPC calls failed: {summary}"
+    else:
+        response = httpx2.post(f"http://127.0.0.1:{port}{system.path}", content=system.body,
+                               headers=system.headers, timeout=5)
+        problem = system.check(response.text) if response.status_code == 200 else \
+            f"HTTP {response.status_code}: {response.text[:300]}"
+    if problem:
+        raise SystemExit(f"system ({system.key}) {system.title} answers wrongly: {problem}")
+
+
+def measure(system: System, port: int, envoy: EnvoyProcess | None, upstream: Upstream,
+            connections: int, options: argparse.Namespace) -> Run:
+    if options.warmup > 0:
+        load(system, port, connections, options.warmup, options.client_cpus)
+    calls_before = upstream.total_calls()
+    cpu_before = cpu_seconds(envoy.process.pid) if envoy else 0.0
+    summary = load(system, port, connections, options.seconds, options.client_cpus)
+    cpu = cpu_seconds(envoy.process.pid) - cpu_before if envoy else 0.0
+    requests = summary["requests"]
+    errors = summary["errors"] + summary.get("non_2xx", 0)
+    return Run(
+        system=system.key, connections=connections, requests=requests, errors=errors,
+        seconds=summary["seconds"], rps=requests / summary["seconds"],
+        p50_ms=summary["p50_us"] / 1000, p99_ms=summary["p99_us"] / 1000,
+        upstream_calls=upstream.total_calls() - calls_before,
+        envoy_cpu_s_per_1000=(cpu / requests * 1000) if envoy and requests else None,
+        envoy_rss_mib=rss_mib(envoy.process.pid) if envoy else None,
+    )
+
+
+def run_system(system: System, upstream: Upstream, descriptors: str, options: argparse.Namespace,
+               connections_list: list[int] | None = None, figures: list[CatalogFigures] | None = None) -> list[Run]:
+    envoy = EnvoyProcess(system, upstream, descriptors, options.envoy_cpus) if system.filters else None
+    port = envoy.port if envoy else upstream.grpc_port
+    try:
+        check_answer(system, port)
+        if envoy and figures is not None:
+            figures.append(envoy.catalog_figures())
+        runs = []
+        for connections in connections_list or options.connections:
+            run = measure(system, port, envoy, upstream, connections, options)
+            print(f"  ({system.key}) c={connections:<3} {run.rps:9.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
+                  f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}", file=sys.stderr, flush=True)
+            runs.append(run)
+        return runs
+    finally:
+        if envoy:
+            envoy.stop()
+
+
+def verify(runs: list[Run]) -> list[str]:
+    """Every request counted must have succeeded and reached the upstream."""
+    problems = []
+    for run in runs:
+        if run.errors:
+            problems.append(f"({run.system}) c={run.connections}: {run.errors} failed requests")
+        if run.requests == 0:
+            problems.append(f"({run.system}) c={run.connections}: no request completed")
+        # A connection may have one call the upstream answered after the generator stopped.
+        if SYSTEMS_BY_KEY[run.system].reaches_upstream and run.upstream_calls < run.requests:
+            problems.append(f"({run.system}) c={run.connections}: {run.requests} answers but only "
+                            f"{run.upstream_calls} upstream calls")
+    return problems
+
+
+def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, field: str) -> float | None:
+    values = {run.system: getattr(run, field) for run in runs if run.connections == connections}
+    if numerator not in values or denominator not in values or not values[denominator]:
+        return None
+    return values[numerator] / values[denominator]
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    version = subprocess.run([str(ENVOY_BIN), "--version"], capture_output=True, text=True).stdout
+    envoy = re.search(r"/(\d+\.\d+\.\d+)/", version)
+    return (f"{os.cpu_count()} CPUs ({cpu}), {memory_gib:.0f} GiB, {platform.system()} {platform.release()}; "
+            f"Envoy {envoy.group(1) if envoy else '?'}")
+
+
+def table(runs: list[Run], options: argparse.Namespace) -> str:
+    titles = {key: system.title for key, system in SYSTEMS_BY_KEY.items()}
+    lines = ["| system | conns | req/s | p50 ms | p99 ms | Envoy CPU s / 1000 req | Envoy RSS MiB |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
+    for run in runs:
+        cpu = f"{run.envoy_cpu_s_per_1000:.3f}" if run.envoy_cpu_s_per_1000 is not None else "–"
+        rss = f"{run.envoy_rss_mib:.1f}" if run.envoy_rss_mib is not None else "–"
+        lines.append(f"| ({run.system}) {titles[run.system]} | {run.connections} | {run.rps:.0f} | "
+                     f"{run.p50_ms:.2f} | {run.p99_ms:.2f} | {cpu} | {rss} |")
+    lines += ["", "| conns | (e)/(c) req/s | (e)/(d) req/s | (e)/(d) p99 | (e)/(c) CPU per req | (e)/(d) CPU per req |",
+              "|---:|---:|---:|---:|---:|---:|"]
+    for connections in options.connections:
+        cells = [ratio(runs, "e", "c", connections, "rps"), ratio(runs, "e", "d", connections, "rps"),
+                 ratio(runs, "e", "d", connections, "p99_ms"),
+                 ratio(runs, "e", "c", connections, "envoy_cpu_s_per_1000"),
+                 ratio(runs, "e", "d", connections, "envoy_cpu_s_per_1000")]
+        lines.append(f"| {connections} | " + " | ".join(f"{cell:.2f}" if cell is not None else "–" for cell in cells)
+                     + " |")
+    return "\n".join(lines)
+
+
+def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace) -> tuple[list[Run], str]:
+    """tools/list of a 1,001-tool catalog against the 3-tool demo catalog, and the catalog's
+    build time and VM memory; and the .wasm size."""
+    plugin = scale_plugin(CLI, WORK / "bench-scale")
+    systems = [tools_list_system("L", "tools/list, 1,000 of 1,001 tools (2,400 messages)", plugin),
+               tools_list_system("S", "tools/list, 3 tools (demo catalog)", None)]
+    runs: list[Run] = []
+    figures: list[CatalogFigures] = []
+    for system in systems:
+        SYSTEMS_BY_KEY[system.key] = system
+        print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
+        runs += run_system(system, upstream, descriptors, options, options.scale_connections, figures)
+    lines = ["| catalog | tools | listed | catalog build per VM (ms) | Wasm VM memory | tools/list answer |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for system, figure in zip(systems, figures):
+        lines.append(f"| ({system.key}) {system.title.split(', ', 1)[1]} | {figure.tools} | {figure.listed} | "
+                     f"{', '.join(map(str, figure.build_ms))} | {figure.vm_memory_bytes / 2**20:.2f} MiB | "
+                     f"{figure.tools_list_bytes:,} bytes |")
+    lines.append(f"\n`.wasm`: {WASM.stat().st_size:,} bytes.")
+    return runs, "\n".join(lines)
+
+
+def arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    # Whole seconds: wrk takes no fractions.
+    parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
+    parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
+    parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
+    parser.add_argument("--systems", default="abcdefg",
+                        help="which systems to run (letters; f and g are floors of Switchblade's cost)")
+    parser.add_argument("--no-pin", action="store_true",
+                        help="do not pin Envoy to its own CPU (the upstream and the load generator share the rest)")
+    parser.add_argument("--no-scale", action="store_true", help="skip the 1,001-tool catalog figures")
+    parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
+    parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
+    options = parser.parse_args()
+    if options.smoke:
+        options.seconds, options.warmup, options.connections = 1, 0, "1,4"
+    options.connections = [int(part) for part in options.connections.split(",")]
+    options.scale_connections = [options.connections[0], options.connections[-1]] if options.smoke else [1, 16]
+    pin = not options.no_pin and (os.cpu_count() or 1) >= 2
+    last = (os.cpu_count() or 1) - 1
+    options.envoy_cpus = str(last) if pin else None
+    options.client_cpus = f"0-{last - 1}" if pin else None
+    return options
+
+
+def main() -> None:
+    options = arguments()
+    for tool in ("wrk", "taskset"):
+        if subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True).returncode != 0:
+            raise SystemExit(f"bench needs `{tool}` on PATH (scripts/bench installs it)")
+    descriptors = descriptor_set()
+    upstream = Upstream(command_prefix=pinned([], options.client_cpus)).start()
+    runs: list[Run] = []
+    scale_runs: list[Run] = []
+    scale_table = ""
+    try:
+        for system in SYSTEMS:
+            if system.key in options.systems:
+                print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
+                runs += run_system(system, upstream, descriptors, options)
+        if not options.no_scale:
+            scale_runs, scale_table = run_scale(upstream, descriptors, options)
+    finally:
+        upstream.stop()
+    pinning = (f"Envoy pinned to CPU {options.envoy_cpus}; upstream and load generator on CPUs {options.client_cpus}"
+               if options.envoy_cpus else "no CPU pinning")
+    print(f"\nMachine: {machine()}. {pinning}. Each run {options.seconds:g} s after a {options.warmup:g} s warm-up; "
+          f"one call in flight per connection.\n")
+    print(table(runs, options))
+    if scale_runs:
+        print("\nScale (Switchblade only):\n")
+        print(table(scale_runs, options).split("\n\n")[0])
+        print()
+        print(scale_table)
+    if options.json:
+        options.json.write_text(json.dumps([asdict(run) for run in runs + scale_runs], indent=2))
+    problems = verify(runs + scale_runs)
+    if problems:
+        raise SystemExit("benchmark invalid:\n" + "\n".join(problems))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""The five systems the benchmark compares, each a way to reach CatalogService/GetItem.
+
+Every Envoy system is one bootstrap on the same binary, with one worker thread, one listener
+and one HTTP/2 cluster to the same upstream; only the HTTP filters and the request differ.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+SERVICE = "demo.catalog.v1.CatalogService"
+METHOD = "GetItem"
+GRPC_PATH = f"/{SERVICE}/{METHOD}"
+EMPTY_SERVICE = "test.kitchensink.v1.KitchenSinkService"
+# The payload every system sends: item 1, whose answer (~230 bytes of JSON) has a nested
+# message, a repeated field, a map and a Timestamp.
+ITEM_ID = 1
+EXPECTED_NAME = "Switchblade multitool"
+MCP_VERSION = "2025-11-25"
+MCP_HEADERS = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": MCP_VERSION,
+}
+
+
+def tools_call(tool: str, arguments: dict[str, Any] | None = None) -> str:
+    return json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"id": str(ITEM_ID)} if arguments is None else arguments},
+    }, separators=(",", ":"))
+
+
+@dataclass
+class System:
+    key: str
+    title: str
+    # "grpc" systems are driven by grpc-bench; "http" systems by wrk with `path`, `body`, `headers`.
+    client: str
+    path: str = ""
+    body: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    # The HTTP filters of the Envoy bootstrap, given the descriptor set (base64) and the .wasm
+    # path; None for the system without Envoy.
+    filters: Callable[[str, str], list[dict[str, Any]]] | None = None
+    # Checks one answer's body; returns what is wrong, or "".
+    check: Callable[[str], str] = lambda body: ""
+    # Whether every answer is a call to the upstream (not so for a floor answered by Envoy).
+    reaches_upstream: bool = True
+    # A floor: measured to show where a cost lies, not one of the compared systems.
+    floor: bool = False
+
+
+def router() -> dict[str, Any]:
+    return {"name": "envoy.filters.http.router", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"}}
+
+
+def transcoder(descriptor_set: str) -> dict[str, Any]:
+    # auto_mapping serves POST /package.Service/Method with the request message as JSON, so
+    # the demo proto needs no google.api.http annotations.
+    return {"name": "envoy.filters.http.grpc_json_transcoder", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder",
+        "proto_descriptor_bin": descriptor_set,
+        "services": [SERVICE],
+        "auto_mapping": True,
+        "convert_grpc_status": True,
+    }}
+
+
+def mcp_bridge() -> dict[str, Any]:
+    # Envoy's native MCP front: tools/call of GetItem becomes POST /<service>/GetItem with the
+    # arguments as the JSON body, which grpc_json_transcoder then turns into the gRPC call.
+    return {"name": "envoy.filters.http.mcp_json_rest_bridge", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.mcp_json_rest_bridge.v3.McpJsonRestBridge",
+        "tool_config": {"tools": [{"name": METHOD, "http_rule": {"post": GRPC_PATH, "body": "*"}}]},
+    }}
+
+
+def switchblade_plugin() -> dict[str, Any]:
+    return {
+        "mcp_path": "/mcp",
+        "server": {"name": "switchblade-bench"},
+        "services": {
+            SERVICE: {"cluster": "upstream", "timeout_ms": 5000},
+            # For the dispatch floor: a method whose request and response are empty.
+            EMPTY_SERVICE: {"cluster": "upstream", "timeout_ms": 5000, "expose": "selected", "methods": [f"{EMPTY_SERVICE}/Ping"]},
+        },
+    }
+
+
+def switchblade(wasm: str, plugin: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    return [
+        {"name": "switchblade", "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm",
+            "config": {
+                "name": "switchblade", "root_id": "switchblade",
+                "vm_config": {"vm_id": "switchblade", "runtime": "envoy.wasm.runtime.v8",
+                              "code": {"local": {"filename": wasm}}},
+                "configuration": {"@type": "type.googleapis.com/google.protobuf.StringValue",
+                                  "value": json.dumps(plugin or switchblade_plugin())},
+            }}},
+        # As in envoy/demo.yaml: holds MCP requests back from the router while the filter
+        # reads them (enabled on the /mcp route only).
+        {"name": "envoy.filters.http.buffer", "disabled": True, "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+            "max_request_bytes": 1048576}},
+    ]
+
+
+def has_item(body: str) -> str:
+    return "" if EXPECTED_NAME in body else f"no item {ITEM_ID} in the answer: {body[:300]}"
+
+
+def empty_result(body: str) -> str:
+    try:
+        result = json.loads(body)["result"]
+    except (ValueError, KeyError, TypeError):
+        return f"not a JSON-RPC result: {body[:300]}"
+    return "" if result.get("isError") is False or result == {} else f"unexpected result: {body[:300]}"
+
+
+def mcp_result(structured: bool) -> Callable[[str], str]:
+    def check(body: str) -> str:
+        try:
+            result = json.loads(body)["result"]
+        except (ValueError, KeyError, TypeError):
+            return f"not a JSON-RPC result: {body[:300]}"
+        if result.get("isError"):
+            return f"tool error: {body[:300]}"
+        if structured and result.get("structuredContent", {}).get("name") != EXPECTED_NAME:
+            return f"no item {ITEM_ID} in structuredContent: {body[:300]}"
+        return has_item(json.dumps(result))
+    return check
+
+
+SYSTEMS = [
+    System("a", "direct gRPC (no Envoy)", "grpc"),
+    System("b", "Envoy gRPC proxy", "grpc", filters=lambda descriptors, wasm: [router()]),
+    System("c", "Envoy grpc_json_transcoder (REST)", "http", path=GRPC_PATH,
+           body=json.dumps({"id": str(ITEM_ID)}), headers={"Content-Type": "application/json"},
+           filters=lambda descriptors, wasm: [transcoder(descriptors), router()], check=has_item),
+    System("d", "Envoy mcp_json_rest_bridge + grpc_json_transcoder (MCP)", "http", path="/mcp",
+           body=tools_call(METHOD), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [mcp_bridge(), transcoder(descriptors), router()],
+           check=mcp_result(structured=False)),
+    System("e", "Switchblade (MCP)", "http", path="/mcp",
+           body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
+           check=mcp_result(structured=True)),
+    # Floors, to show where Switchblade's cost lies: the filter answering by itself, and a call
+    # with nothing to transcode (the cost of the upstream call through Envoy's gRPC client).
+    System("f", "floor: Switchblade answers MCP ping (no upstream call)", "http", path="/mcp",
+           body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
+           check=empty_result, reaches_upstream=False, floor=True),
+    System("g", "floor: Switchblade tools/call of an Empty→Empty method", "http", path="/mcp",
+           body=tools_call("KitchenSinkService_Ping", {}), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
+           check=empty_result, floor=True),
+]
+
+
+def tools_listed(body: str) -> str:
+    try:
+        tools = json.loads(body)["result"]["tools"]
+    except (ValueError, KeyError, TypeError):
+        return f"not a tools/list result: {body[:300]}"
+    return "" if tools else "an empty tool list"
+
+
+def tools_list_system(key: str, title: str, plugin: dict[str, Any] | None) -> System:
+    """Switchblade answering tools/list (no upstream call) with the given plugin configuration."""
+    return System(key, title, "http", path="/mcp",
+                  body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), headers=MCP_HEADERS,
+                  filters=lambda descriptors, wasm: [*switchblade(wasm, plugin), router()],
+                  check=tools_listed, reaches_upstream=False, floor=True)
+
+
+def bootstrap(system: System, port: int, admin_port: int, upstream_port: int,
+              descriptors: str, wasm: str) -> dict[str, Any]:
+    assert system.filters is not None
+    routes: list[dict[str, Any]] = []
+    if any(entry["name"] == "switchblade" for entry in system.filters(descriptors, wasm)):
+        routes.append({"match": {"path": "/mcp"}, "route": {"cluster": "upstream"},
+                       "typed_per_filter_config": {"envoy.filters.http.buffer": {
+                           "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute",
+                           "buffer": {"max_request_bytes": 1048576}}}})
+    routes.append({"match": {"prefix": "/"}, "route": {"cluster": "upstream", "timeout": "5s"}})
+    manager = {
+        "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        "stat_prefix": "bench",
+        "codec_type": "AUTO",
+        "route_config": {"name": "local", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": routes}]},
+        "http_filters": system.filters(descriptors, wasm),
+    }
+    return {
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+        "static_resources": {
+            "listeners": [{"name": "bench", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+                           "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
+                                                           "typed_config": manager}]}]}],
+            "clusters": [{
+                "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
+                "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
+                    "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                    "explicit_http_config": {"http2_protocol_options": {}}}},
+                "load_assignment": {"cluster_name": "upstream", "endpoints": [{"lb_endpoints": [{"endpoint": {
+                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": upstream_port}}}}]}]},
+            }],
+        },
+    }

@@ -1,0 +1,25 @@
+"""The benchmark command works: a smoke run of every system, whose answers it checks itself
+(each system must answer item 1 correctly, and every request counted must have reached the
+upstream), with the ratios and the scale figures printed."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from harness import REPO
+
+
+def test_the_benchmark_command_runs_every_system_side_by_side():
+    run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
+    table = run.stdout
+    for key in "abcdefgLS":
+        assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
+    # The ratios of Switchblade to the REST transcoder and to the native MCP chain, per concurrency.
+    ratios = re.findall(r"^\| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table, re.MULTILINE)
+    assert [row[0] for row in ratios] == ["1", "4"], table
+    figures = re.search(r"^\| \(L\) .* \| 1001 \| 1000 \| (\d+), .* \| ([\d.]+) MiB \| ([\d,]+) bytes \|", table,
+                        re.MULTILINE)
+    assert figures, table
+    assert re.search(r"`\.wasm`: [\d,]+ bytes", table), table
