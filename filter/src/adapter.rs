@@ -1,7 +1,9 @@
 //! The proxy-wasm glue: moves request bytes into [`Server`] and its answers back to Envoy.
 //!
 //! Host calls go through `hostcalls` directly, which return errors instead of panicking
-//! as the SDK's trait helpers do: a panic would kill the VM for every later request.
+//! as the SDK's trait helpers do: a panic would kill the VM for every later request. Header
+//! and metadata values are read as bytes: the SDK's string readers panic on a value that is
+//! not UTF-8, which a client (any header) or an upstream (`grpc-message`) can send.
 //!
 //! Upstream calls use gRPC streams, the API that hands over trailers (and with them
 //! `grpc-status-details-bin`). Streams have no timeout of their own, so the root context
@@ -164,6 +166,8 @@ struct InFlight {
     call: UpstreamCall,
     message: Option<Bytes>,
     details: Option<Bytes>,
+    /// The upstream's `grpc-message`, from its trailers (or headers, when trailers-only).
+    grpc_message: Option<Bytes>,
 }
 
 /// One HTTP request through the filter. Its state is shared with the root context, which
@@ -197,12 +201,19 @@ impl Context for Exchange {
         }
     }
 
+    fn on_grpc_stream_initial_metadata(&mut self, token: u32, _elements: u32) {
+        let grpc_message = metadata_value(MapType::GrpcReceiveInitialMetadata, "grpc-message");
+        if let (Some(in_flight), Some(grpc_message)) = (self.core.borrow_mut().in_flight(token), grpc_message) {
+            in_flight.grpc_message = Some(grpc_message);
+        }
+    }
+
     fn on_grpc_stream_trailing_metadata(&mut self, token: u32, _elements: u32) {
-        let details = hostcalls::get_map_value_bytes(MapType::GrpcReceiveTrailingMetadata, "grpc-status-details-bin")
-            .ok()
-            .flatten();
+        let details = metadata_value(MapType::GrpcReceiveTrailingMetadata, "grpc-status-details-bin");
+        let grpc_message = metadata_value(MapType::GrpcReceiveTrailingMetadata, "grpc-message");
         if let Some(in_flight) = self.core.borrow_mut().in_flight(token) {
             in_flight.details = details;
+            in_flight.grpc_message = grpc_message.or(in_flight.grpc_message.take());
         }
     }
 
@@ -210,9 +221,17 @@ impl Context for Exchange {
         self.deadlines.borrow_mut().remove(token);
         // Closed by the upstream; closing this side too lets Envoy release the stream.
         let _ = hostcalls::close_grpc_stream(token);
-        let message = match hostcalls::get_grpc_status() {
-            Ok((_, message)) => message,
-            Err(_) => None,
+        let upstream_said = self
+            .core
+            .borrow_mut()
+            .in_flight(token)
+            .and_then(|in_flight| in_flight.grpc_message.take());
+        // The host's status message is the upstream's grpc-message as a string, which the SDK
+        // cannot read when it is not UTF-8; ask the host only when the upstream said nothing
+        // (then the words are Envoy's own, such as a connection failure).
+        let message = match upstream_said {
+            Some(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            None => hostcalls::get_grpc_status().ok().and_then(|(_, message)| message),
         };
         self.core.borrow_mut().closed(token, status_code, message.as_deref());
     }
@@ -313,6 +332,7 @@ impl Exchange {
                             call,
                             message: None,
                             details: None,
+                            grpc_message: None,
                         },
                     );
                 }
@@ -427,13 +447,21 @@ fn grpc_timeout(timeout: Duration) -> String {
     format!("{}m", timeout.as_millis().min(99_999_999))
 }
 
-/// All the headers the MCP endpoint reads, from one host call (duplicates stay visible).
+/// All the headers the MCP endpoint reads, from one host call (duplicates stay visible). A
+/// value that is not UTF-8 is read with U+FFFD in place of the bad bytes: it then matches no
+/// version, media type or origin, and is refused as such.
 fn mcp_headers(forward: &[String]) -> McpHeaders {
-    match hostcalls::get_map(MapType::HttpRequestHeaders) {
-        Ok(pairs) => McpHeaders::from_pairs(
-            pairs.iter().map(|(name, value)| (name.as_str(), value.as_str())),
-            forward,
-        ),
+    match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
+        Ok(pairs) => {
+            let pairs: Vec<(String, String)> = pairs
+                .into_iter()
+                .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
+                .collect();
+            McpHeaders::from_pairs(
+                pairs.iter().map(|(name, value)| (name.as_str(), value.as_str())),
+                forward,
+            )
+        }
         Err(status) => {
             warn!("cannot read the request headers: {status:?}");
             McpHeaders::default()
@@ -442,9 +470,12 @@ fn mcp_headers(forward: &[String]) -> McpHeaders {
 }
 
 fn request_header(name: &str) -> Option<String> {
-    hostcalls::get_map_value(MapType::HttpRequestHeaders, name)
-        .ok()
-        .flatten()
+    metadata_value(MapType::HttpRequestHeaders, name).map(|value| String::from_utf8_lossy(&value).into_owned())
+}
+
+/// One header or gRPC metadata value, as bytes.
+fn metadata_value(map: MapType, name: &str) -> Option<Bytes> {
+    hostcalls::get_map_value_bytes(map, name).ok().flatten()
 }
 
 fn send(response: &HttpResponse) {

@@ -17,6 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import h2.config
+import h2.connection
+import h2.events
 import httpx2
 import jsonschema
 import yaml
@@ -145,6 +148,54 @@ class Slammer(Blackhole):
             connection.recv(65536)
             connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             connection.close()
+
+
+class RawGrpcUpstream(Blackhole):
+    """An HTTP/2 "upstream" that fails every gRPC call with a `grpc-message` of raw bytes that
+    are not UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not care),
+    in its trailers, or in a trailers-only answer."""
+
+    def __init__(self, message: bytes, trailers_only: bool = False) -> None:
+        self.message = message
+        self.trailers_only = trailers_only
+        super().__init__()
+
+    def _hold(self) -> None:
+        while True:
+            try:
+                connection = self.socket.accept()[0]
+            except OSError:
+                return
+            self.held.append(connection)
+            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                           validate_outbound_headers=False, normalize_outbound_headers=False)
+        peer = h2.connection.H2Connection(config=config)
+        peer.initiate_connection()
+        connection.sendall(peer.data_to_send())
+        while data := self._read(connection):
+            for event in peer.receive_data(data):
+                if isinstance(event, h2.events.StreamEnded):
+                    self._fail(peer, event.stream_id)
+            connection.sendall(peer.data_to_send())
+
+    @staticmethod
+    def _read(connection: socket.socket) -> bytes:
+        try:
+            return connection.recv(65536)
+        except OSError:
+            return b""
+
+    def _fail(self, peer: "h2.connection.H2Connection", stream_id: int) -> None:
+        status = [(b"grpc-status", b"13"), (b"grpc-message", self.message)]
+        headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        if self.trailers_only:
+            peer.send_headers(stream_id, headers + status, end_stream=True)
+        else:
+            peer.send_headers(stream_id, headers)
+            peer.send_headers(stream_id, status, end_stream=True)
 
 
 def demo_config() -> dict[str, Any]:

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from harness import REPO, Blackhole, Envoy, Mcp, Slammer, Upstream, demo_plugin, is_deadline_error
+from harness import REPO, Blackhole, Envoy, Mcp, RawGrpcUpstream, Slammer, Upstream, demo_plugin, is_deadline_error
 
 
 @pytest.fixture
@@ -113,6 +113,26 @@ def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
     finally:
         envoy.stop()
         slammer.stop()
+
+
+@pytest.mark.parametrize("trailers_only", [False, True], ids=["in trailers", "trailers-only"])
+def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(trailers_only: bool) -> None:
+    """The SDK reads the host's status message as a string and panics when it is not UTF-8,
+    which would take the VM down; the filter reads grpc-message from the metadata instead."""
+    raw = RawGrpcUpstream(b"caf\xe9 %41", trailers_only=trailers_only)
+    envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-raw")
+    try:
+        envoy.start()
+        wasm_before = {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")}
+        mcp = Mcp(envoy.mcp_url)
+        for _ in range(2):
+            text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
+            assert text == "demo.users.v1.UserService/GetUser failed with gRPC status INTERNAL (13): caf\ufffd A", text
+        assert mcp.request("ping")["result"] == {}
+        assert {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")} == wasm_before
+    finally:
+        envoy.stop()
+        raw.stop()
 
 
 def test_bytes_that_do_not_fit_the_declared_type_are_a_tool_error(tmp_path, upstream: Upstream) -> None:

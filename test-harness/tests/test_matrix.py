@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import httpx2
 import pytest
 
 from harness import Envoy, Mcp, Upstream
@@ -118,3 +119,19 @@ def test_arguments_at_depth(target, case, arguments, expected) -> None:
     result = Mcp(envoy.mcp_url).post(call(arguments, "CatalogService_Search")).json()["result"]
     assert result["isError"] is True
     assert result["content"][0]["text"].startswith(f"Invalid arguments for tool CatalogService_Search: {expected}")
+
+
+def test_header_values_that_are_not_utf8_are_read_as_bytes(target) -> None:
+    """Any header reaches the filter; the SDK's string readers would panic on such a value
+    and take the VM (and every later request) down with it."""
+    envoy, _ = target
+    mcp = Mcp(envoy.mcp_url)
+    ping = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
+    response = mcp.post(ping, headers={"x-note": b"caf\xe9"})
+    assert (response.status_code, response.json()["result"]) == (200, {})
+    response = mcp.post(ping, headers={"mcp-protocol-version": b"2025-11-25\xff"})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == -32022
+    assert response.json()["error"]["data"]["requested"] == "2025-11-25\ufffd"
+    # A request the filter passes through is read too (its method and path).
+    assert httpx2.get(f"{envoy.url}/calls", headers={"x-note": b"\xff\xfe"}, timeout=5).status_code == 200
