@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
+use prost::Message;
+use prost_types::FileDescriptorProto;
 use serde_json::{json, Map, Value};
 use switchblade_filter::config::parse_selector;
 use switchblade_filter::server::Server;
@@ -107,7 +109,23 @@ fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Vec<u8>, String> 
     let mut compiler = protox::Compiler::new(includes).map_err(|error| error.to_string())?;
     compiler.include_source_info(true).include_imports(true);
     compiler.open_files(protos).map_err(|error| error.to_string())?;
-    Ok(compiler.encode_file_descriptor_set())
+    let mut set = compiler.file_descriptor_set();
+    set.file.iter_mut().for_each(keep_only_comments);
+    Ok(set.encode_to_vec())
+}
+
+/// The filter reads one thing from source info: the comments, which become descriptions. The
+/// spans of every element, commented or not, are most of a set's size, and every Wasm VM
+/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
+fn keep_only_comments(file: &mut FileDescriptorProto) {
+    if let Some(info) = &mut file.source_code_info {
+        info.location
+            .retain(|location| location.leading_comments.is_some() || location.trailing_comments.is_some());
+        for location in &mut info.location {
+            location.span.clear();
+            location.leading_detached_comments.clear();
+        }
+    }
 }
 
 fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Value, String> {
@@ -248,6 +266,32 @@ mod tests {
         assert!(config(&orphan)
             .unwrap_err()
             .contains("--method other.Svc/M: not a method of any --service"));
+    }
+
+    #[test]
+    fn source_info_keeps_the_comments_only() {
+        let args = users_args(Format::Json);
+        let set =
+            prost_types::FileDescriptorSet::decode(compile(&args.protos, &args.includes).unwrap().as_slice()).unwrap();
+        let users = set
+            .file
+            .iter()
+            .find(|file| file.name() == "demo/users/v1/users.proto")
+            .unwrap();
+        let locations = &users.source_code_info.as_ref().unwrap().location;
+        assert!(locations.len() > 10, "the comments are kept");
+        assert!(locations
+            .iter()
+            .all(|location| location.span.is_empty() && location.leading_detached_comments.is_empty()));
+        assert!(locations
+            .iter()
+            .all(|location| location.leading_comments.is_some() || location.trailing_comments.is_some()));
+        // And they still describe the tools.
+        let server = Server::from_config_bytes(config(&args).unwrap().as_bytes()).unwrap();
+        let tool = server.catalog().get("UserService_GetUser").unwrap();
+        assert!(tool.definition["description"]
+            .as_str()
+            .is_some_and(|text| !text.is_empty()));
     }
 
     #[test]
