@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from harness import ENVOY_BIN, REPO, WASM, WORK, Upstream, free_port, wait_until  # noqa: E402
+from harness import ENVOY_BIN, REPO, WASM, WORK, Upstream, free_port, stop_process, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
 from systems import MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
 
@@ -111,12 +111,7 @@ class EnvoyProcess:
         return catalog_figures(self.log_path.read_text(), admin, f"http://127.0.0.1:{self.port}/mcp", MCP_HEADERS)
 
     def stop(self) -> None:
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
 
 
 def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:

@@ -41,6 +41,18 @@ def is_deadline_error(text: str, method: str, deadline_ms: int) -> bool:
     return text in (envoy, upstream)
 
 
+def stop_process(process: subprocess.Popen) -> None:
+    """Asks a process to stop, and kills it if it has not within 10 seconds."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -81,9 +93,8 @@ class Upstream:
         return self
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=10)
+        if self.process is not None:
+            stop_process(self.process)
         self.process = None
 
     @property
@@ -121,14 +132,18 @@ class Blackhole:
         self.socket.listen(64)
         self.grpc_port = self.control_port = self.socket.getsockname()[1]
         self.held: list[socket.socket] = []
-        threading.Thread(target=self._hold, daemon=True).start()
+        threading.Thread(target=self._accept, daemon=True).start()
 
-    def _hold(self) -> None:
+    def _accept(self) -> None:
         while True:
             try:
-                self.held.append(self.socket.accept()[0])
+                connection = self.socket.accept()[0]
             except OSError:
                 return
+            self._handle(connection)
+
+    def _handle(self, connection: socket.socket) -> None:
+        self.held.append(connection)
 
     def stop(self) -> None:
         self.socket.close()
@@ -139,15 +154,10 @@ class Blackhole:
 class Slammer(Blackhole):
     """An "upstream" that reads what it is sent, then resets the connection mid-exchange."""
 
-    def _hold(self) -> None:
-        while True:
-            try:
-                connection = self.socket.accept()[0]
-            except OSError:
-                return
-            connection.recv(65536)
-            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            connection.close()
+    def _handle(self, connection: socket.socket) -> None:
+        connection.recv(65536)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
 
 
 class RawGrpcUpstream(Blackhole):
@@ -160,14 +170,9 @@ class RawGrpcUpstream(Blackhole):
         self.trailers_only = trailers_only
         super().__init__()
 
-    def _hold(self) -> None:
-        while True:
-            try:
-                connection = self.socket.accept()[0]
-            except OSError:
-                return
-            self.held.append(connection)
-            threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+    def _handle(self, connection: socket.socket) -> None:
+        self.held.append(connection)
+        threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
 
     def _serve(self, connection: socket.socket) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None,
@@ -337,13 +342,8 @@ class Envoy:
         return httpx2.get(f"{self.admin_url}/ready", timeout=1).status_code == 200
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop_process(self.process)
         self.process = None
         if getattr(self, "log", None):
             self.log.close()
