@@ -215,7 +215,7 @@ def machine() -> str:
             f"Envoy {envoy.group(1) if envoy else '?'}")
 
 
-def table(runs: list[Run], options: argparse.Namespace) -> str:
+def runs_table(runs: list[Run]) -> str:
     titles = {key: system.title for key, system in SYSTEMS_BY_KEY.items()}
     lines = ["| system | conns | req/s | p50 ms | p99 ms | Envoy CPU s / 1000 req | Envoy RSS MiB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
@@ -224,9 +224,14 @@ def table(runs: list[Run], options: argparse.Namespace) -> str:
         rss = f"{run.envoy_rss_mib:.1f}" if run.envoy_rss_mib is not None else "–"
         lines.append(f"| ({run.system}) {titles[run.system]} | {run.connections} | {run.rps:.0f} | "
                      f"{run.p50_ms:.2f} | {run.p99_ms:.2f} | {cpu} | {rss} |")
-    lines += ["", "| conns | (e)/(c) req/s | (e)/(d) req/s | (e)/(d) p99 | (e)/(c) CPU per req | (e)/(d) CPU per req |",
-              "|---:|---:|---:|---:|---:|---:|"]
-    for connections in options.connections:
+    return "\n".join(lines)
+
+
+def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
+    """Switchblade (e) against the REST transcoder (c) and the native MCP chain (d)."""
+    lines = ["| conns | (e)/(c) req/s | (e)/(d) req/s | (e)/(d) p99 | (e)/(c) CPU per req | (e)/(d) CPU per req |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    for connections in connections_list:
         cells = [ratio(runs, "e", "c", connections, "rps"), ratio(runs, "e", "d", connections, "rps"),
                  ratio(runs, "e", "d", connections, "p99_ms"),
                  ratio(runs, "e", "c", connections, "envoy_cpu_s_per_1000"),
@@ -237,11 +242,11 @@ def table(runs: list[Run], options: argparse.Namespace) -> str:
 
 
 def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace) -> tuple[list[Run], str]:
-    """tools/list of a 1,001-tool catalog against the 3-tool demo catalog, and the catalog's
+    """tools/list of a 1,001-tool catalog against the benchmark's 3-tool one, and the catalog's
     build time and VM memory; and the .wasm size."""
     plugin = scale_plugin(CLI, WORK / "bench-scale")
     systems = [tools_list_system("L", "tools/list, 1,000 of 1,001 tools (2,400 messages)", plugin),
-               tools_list_system("S", "tools/list, 3 tools (demo catalog)", None)]
+               tools_list_system("S", "tools/list, 3 tools (the benchmark's own catalog)", None)]
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
     for system in systems:
@@ -306,10 +311,12 @@ def main() -> None:
                if options.envoy_cpus else "no CPU pinning")
     print(f"\nMachine: {machine()}. {pinning}. Each run {options.seconds:g} s after a {options.warmup:g} s warm-up; "
           f"one call in flight per connection.\n")
-    print(table(runs, options))
+    print(runs_table(runs))
+    print()
+    print(ratios_table(runs, options.connections))
     if scale_runs:
         print("\nScale (Switchblade only):\n")
-        print(table(scale_runs, options).split("\n\n")[0])
+        print(runs_table(scale_runs))
         print()
         print(scale_table)
     if options.json:
