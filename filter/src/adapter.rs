@@ -9,6 +9,7 @@
 //! `grpc-status-details-bin`). Streams have no timeout of their own, so the root context
 //! keeps the deadlines of every call in flight and ends overdue calls on its tick.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
@@ -447,12 +448,13 @@ fn grpc_timeout(timeout: Duration) -> String {
 fn mcp_headers(forward: &[String]) -> McpHeaders {
     match hostcalls::get_map_bytes(MapType::HttpRequestHeaders) {
         Ok(pairs) => {
-            let pairs: Vec<(String, String)> = pairs
-                .into_iter()
-                .map(|(name, value)| (name, String::from_utf8_lossy(&value).into_owned()))
-                .collect();
+            // Borrowed when the value is valid UTF-8, as it almost always is.
+            let values: Vec<Cow<'_, str>> = pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
             McpHeaders::from_pairs(
-                pairs.iter().map(|(name, value)| (name.as_str(), value.as_str())),
+                pairs
+                    .iter()
+                    .zip(&values)
+                    .map(|((name, _), value)| (name.as_str(), value.as_ref())),
                 forward,
             )
         }

@@ -472,33 +472,34 @@ impl Server {
 
     /// Files the tool result of a finished upstream call into its reply.
     pub fn complete(&self, reply: &mut Reply, call: &UpstreamCall, grpc: GrpcReply<'_>) {
-        let text = if grpc.status == 0 {
-            match render_response(&call.tool.method.output(), grpc.body) {
-                Ok(content) => {
-                    let content = match call.tool.wrap_output {
-                        true => format!("{{\"{WRAPPED_VALUE}\":{content}}}"),
-                        false => content,
-                    };
-                    return self.fill(reply, call, &ToolResult::success(&content));
-                }
-                Err(error) => format!(
+        match self.content_or_failure(call, grpc) {
+            Ok(content) => self.fill(reply, call, &ToolResult::success(&content)),
+            Err(text) => self.fill(reply, call, &ToolResult::error(&text)),
+        }
+    }
+
+    /// The structured content of a successful call, as JSON text; or the words for a failure.
+    fn content_or_failure(&self, call: &UpstreamCall, grpc: GrpcReply<'_>) -> Result<String, String> {
+        if grpc.status == 0 {
+            return match render_response(&call.tool.method.output(), grpc.body) {
+                Ok(content) if call.tool.wrap_output => Ok(format!("{{\"{WRAPPED_VALUE}\":{content}}}")),
+                Ok(content) => Ok(content),
+                Err(error) => Err(format!(
                     "{} answered with a response that could not be decoded: {}",
                     rpc_name(&call.tool),
                     error.0
-                ),
+                )),
+            };
+        }
+        let message = grpc.message.map(readable_message).unwrap_or_default();
+        let mut text = grpc_failure_text(&call.tool, grpc.status, &message);
+        if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
+            for line in renderer.render(details) {
+                text.push_str("\n- ");
+                text.push_str(&line);
             }
-        } else {
-            let message = grpc.message.map(readable_message).unwrap_or_default();
-            let mut text = grpc_failure_text(&call.tool, grpc.status, &message);
-            if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
-                for line in renderer.render(details) {
-                    text.push_str("\n- ");
-                    text.push_str(&line);
-                }
-            }
-            text
-        };
-        self.fill(reply, call, &ToolResult::error(&text));
+        }
+        Err(text)
     }
 
     /// Files the tool result of a call whose response was larger than the limit (the stream is
@@ -540,7 +541,8 @@ impl Server {
     /// Written as text: every successful call comes through here, and the structured
     /// content is already JSON text.
     fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
-        let escaped_text = Value::from(result.text).to_string();
+        // Serializing a string cannot fail; this writes it quoted and escaped, without a copy.
+        let escaped_text = serde_json::to_string(result.text).unwrap_or_default();
         let mut json = String::with_capacity(escaped_text.len() + result.structured.map_or(0, str::len) + 128);
         json.push_str(r#"{"content":[{"type":"text","text":"#);
         json.push_str(&escaped_text);
