@@ -18,21 +18,19 @@ import platform
 import re
 import subprocess
 import sys
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx2
-import yaml
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from harness import ENVOY_BIN, REPO, WASM, WORK, Upstream, free_port, stop_process, wait_until  # noqa: E402
+from harness import ENVOY_BIN, REPO, WASM, WORK, Envoy, Upstream, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
-from systems import MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
+from systems import CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
 
 GRPC_BENCH = REPO / "target/release/grpc-bench"
 CLI = REPO / "target/release/switchblade"
@@ -61,7 +59,7 @@ def descriptor_set() -> str:
     """The catalog's descriptor set (base64), compiled from the .proto by the switchblade CLI."""
     output = subprocess.check_output([
         str(CLI), "config", "demo/catalog/v1/catalog.proto", "-I", str(REPO / "proto"),
-        "--service", f"{SERVICE}=upstream"])
+        "--service", f"{SERVICE}={CLUSTER}"])
     return json.loads(output)["descriptor_set"]
 
 
@@ -81,37 +79,18 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-class EnvoyProcess:
-    """One Envoy with one worker thread, running one system's bootstrap."""
+def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> Envoy:
+    """One Envoy (one worker thread, the harness's) running the system's bootstrap."""
+    config = bootstrap(system, descriptors, str(WASM))
+    return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus)).start()
 
-    def __init__(self, system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> None:
-        self.port = free_port()
-        self.admin_port = free_port()
-        self.dir = WORK / f"bench-{system.key}-{self.port}"
-        self.dir.mkdir(parents=True, exist_ok=True)
-        config = bootstrap(system, self.port, self.admin_port, upstream.grpc_port, descriptors, str(WASM))
-        config_path = self.dir / "envoy.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        self.log_path = self.dir / "envoy.log"
-        command = [str(ENVOY_BIN), "-c", str(config_path), "--concurrency", "1", "--disable-hot-restart",
-                   "--log-level", "warn", "--component-log-level", "wasm:info"]
-        with self.log_path.open("w") as log:
-            self.process = subprocess.Popen(pinned(command, cpus), stdout=log, stderr=subprocess.STDOUT)
-        wait_until(self.ready, f"envoy (log: {self.log_path})", process=self.process)
 
-    def ready(self) -> bool:
-        return httpx2.get(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).status_code == 200
-
-    def catalog_figures(self) -> CatalogFigures:
-        admin = f"http://127.0.0.1:{self.admin_port}"
-        # The filter publishes its VM's memory once a second (0 until then).
-        gauge = re.compile(r"switchblade\.vm_memory_bytes: [1-9]")
-        wait_until(lambda: gauge.search(httpx2.get(f"{admin}/stats", timeout=1).text),
-                   "the switchblade.vm_memory_bytes gauge", process=self.process)
-        return catalog_figures(self.log_path.read_text(), admin, f"http://127.0.0.1:{self.port}/mcp", MCP_HEADERS)
-
-    def stop(self) -> None:
-        stop_process(self.process)
+def envoy_catalog_figures(envoy: Envoy) -> CatalogFigures:
+    # The filter publishes its VM's memory once a second (0 until then).
+    gauge = re.compile(r"switchblade\.vm_memory_bytes: [1-9]")
+    wait_until(lambda: gauge.search(httpx2.get(f"{envoy.admin_url}/stats", timeout=1).text),
+               "the switchblade.vm_memory_bytes gauge", process=envoy.process)
+    return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS)
 
 
 def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:
@@ -143,7 +122,7 @@ def check_answer(system: System, port: int) -> None:
         raise SystemExit(f"system ({system.key}) {system.title} answers wrongly: {problem}")
 
 
-def measure(system: System, port: int, envoy: EnvoyProcess | None, upstream: Upstream,
+def measure(system: System, port: int, envoy: Envoy | None, upstream: Upstream,
             connections: int, options: argparse.Namespace) -> Run:
     if options.warmup > 0:
         load(system, port, connections, options.warmup, options.client_cpus)
@@ -165,12 +144,12 @@ def measure(system: System, port: int, envoy: EnvoyProcess | None, upstream: Ups
 
 def run_system(system: System, upstream: Upstream, descriptors: str, options: argparse.Namespace,
                connections_list: list[int] | None = None, figures: list[CatalogFigures] | None = None) -> list[Run]:
-    envoy = EnvoyProcess(system, upstream, descriptors, options.envoy_cpus) if system.filters else None
+    envoy = start_envoy(system, upstream, descriptors, options.envoy_cpus) if system.filters else None
     port = envoy.port if envoy else upstream.grpc_port
     try:
         check_answer(system, port)
         if envoy and figures is not None:
-            figures.append(envoy.catalog_figures())
+            figures.append(envoy_catalog_figures(envoy))
         runs = []
         for connections in connections_list or options.connections:
             run = measure(system, port, envoy, upstream, connections, options)

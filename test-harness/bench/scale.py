@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+from systems import CLUSTER
 
 METHODS = 1000
 CHAIN = 300
@@ -42,7 +43,7 @@ def scale_plugin(cli: Path, work: Path) -> dict:
     proto.parent.mkdir(parents=True, exist_ok=True)
     proto.write_text(scale_proto())
     output = subprocess.check_output([str(cli), "config", "scale/v1/scale.proto", "-I", str(work),
-                                      "--service", "scale.v1.ScaleService=upstream"])
+                                      "--service", f"scale.v1.ScaleService={CLUSTER}"])
     plugin = json.loads(output)
     plugin["tools_list"] = {"page_size": METHODS}
     return plugin

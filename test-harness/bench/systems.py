@@ -14,6 +14,8 @@ SERVICE = "demo.catalog.v1.CatalogService"
 METHOD = "GetItem"
 GRPC_PATH = f"/{SERVICE}/{METHOD}"
 EMPTY_SERVICE = "test.kitchensink.v1.KitchenSinkService"
+# Named as in the demo bootstrap: the harness's Envoy points a cluster of this name at the upstream.
+CLUSTER = "demo_grpc"
 # The payload every system sends: item 1, whose answer (~230 bytes of JSON) has a nested
 # message, a repeated field, a map and a Timestamp.
 ITEM_ID = 1
@@ -84,9 +86,9 @@ def switchblade_plugin() -> dict[str, Any]:
         "mcp_path": "/mcp",
         "server": {"name": "switchblade-bench"},
         "services": {
-            SERVICE: {"cluster": "upstream", "timeout_ms": 5000},
+            SERVICE: {"cluster": CLUSTER, "timeout_ms": 5000},
             # For the dispatch floor: a method whose request and response are empty.
-            EMPTY_SERVICE: {"cluster": "upstream", "timeout_ms": 5000, "expose": "selected", "methods": [f"{EMPTY_SERVICE}/Ping"]},
+            EMPTY_SERVICE: {"cluster": CLUSTER, "timeout_ms": 5000, "expose": "selected", "methods": [f"{EMPTY_SERVICE}/Ping"]},
         },
     }
 
@@ -114,19 +116,26 @@ def has_item(body: str) -> str:
     return "" if EXPECTED_NAME in body else f"no item {ITEM_ID} in the answer: {body[:300]}"
 
 
-def empty_result(body: str) -> str:
+def rpc_result(body: str) -> dict[str, Any] | None:
+    """The `result` of a JSON-RPC answer, or None when the answer has none."""
     try:
         result = json.loads(body)["result"]
     except (ValueError, KeyError, TypeError):
+        return None
+    return result if isinstance(result, dict) else None
+
+
+def empty_result(body: str) -> str:
+    result = rpc_result(body)
+    if result is None:
         return f"not a JSON-RPC result: {body[:300]}"
     return "" if result.get("isError") is False or result == {} else f"unexpected result: {body[:300]}"
 
 
 def mcp_result(structured: bool) -> Callable[[str], str]:
     def check(body: str) -> str:
-        try:
-            result = json.loads(body)["result"]
-        except (ValueError, KeyError, TypeError):
+        result = rpc_result(body)
+        if result is None:
             return f"not a JSON-RPC result: {body[:300]}"
         if result.get("isError"):
             return f"tool error: {body[:300]}"
@@ -164,9 +173,8 @@ SYSTEMS = [
 
 
 def tools_listed(body: str) -> str:
-    try:
-        tools = json.loads(body)["result"]["tools"]
-    except (ValueError, KeyError, TypeError):
+    tools = (rpc_result(body) or {}).get("tools")
+    if not isinstance(tools, list):
         return f"not a tools/list result: {body[:300]}"
     return "" if tools else "an empty tool list"
 
@@ -179,36 +187,38 @@ def tools_list_system(key: str, title: str, plugin: dict[str, Any] | None) -> Sy
                   check=tools_listed, reaches_upstream=False, floor=True)
 
 
-def bootstrap(system: System, port: int, admin_port: int, upstream_port: int,
-              descriptors: str, wasm: str) -> dict[str, Any]:
+def bootstrap(system: System, descriptors: str, wasm: str) -> dict[str, Any]:
+    """The system's Envoy bootstrap. Ports are 0: the harness's Envoy fills in its own and the
+    upstream's."""
     assert system.filters is not None
+    filters = system.filters(descriptors, wasm)
     routes: list[dict[str, Any]] = []
-    if any(entry["name"] == "switchblade" for entry in system.filters(descriptors, wasm)):
-        routes.append({"match": {"path": "/mcp"}, "route": {"cluster": "upstream"},
+    if any(entry["name"] == "switchblade" for entry in filters):
+        routes.append({"match": {"path": "/mcp"}, "route": {"cluster": CLUSTER},
                        "typed_per_filter_config": {"envoy.filters.http.buffer": {
                            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute",
                            "buffer": {"max_request_bytes": 1048576}}}})
-    routes.append({"match": {"prefix": "/"}, "route": {"cluster": "upstream", "timeout": "5s"}})
+    routes.append({"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "5s"}})
     manager = {
         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
         "stat_prefix": "bench",
         "codec_type": "AUTO",
         "route_config": {"name": "local", "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": routes}]},
-        "http_filters": system.filters(descriptors, wasm),
+        "http_filters": filters,
     }
     return {
-        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}}},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
         "static_resources": {
-            "listeners": [{"name": "bench", "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+            "listeners": [{"name": "bench", "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}},
                            "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager",
                                                            "typed_config": manager}]}]}],
             "clusters": [{
-                "name": "upstream", "type": "STATIC", "connect_timeout": "1s",
+                "name": CLUSTER, "type": "STATIC", "connect_timeout": "1s",
                 "typed_extension_protocol_options": {"envoy.extensions.upstreams.http.v3.HttpProtocolOptions": {
                     "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
                     "explicit_http_config": {"http2_protocol_options": {}}}},
-                "load_assignment": {"cluster_name": "upstream", "endpoints": [{"lb_endpoints": [{"endpoint": {
-                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": upstream_port}}}}]}]},
+                "load_assignment": {"cluster_name": CLUSTER, "endpoints": [{"lb_endpoints": [{"endpoint": {
+                    "address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}}}]}]},
             }],
         },
     }

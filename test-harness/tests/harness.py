@@ -260,8 +260,11 @@ class Envoy:
         plugin: dict[str, Any] | str | None = None,
         bootstrap: dict[str, Any] | None = None,
         name: str = "envoy",
+        command_prefix: list[str] | None = None,
     ) -> None:
         self.upstream = upstream
+        # For example `taskset -c 1`, to give the benchmarked Envoy a CPU of its own.
+        self.command_prefix = command_prefix or []
         self.port = free_port()
         self.admin_port = free_port()
         self.name = name
@@ -297,6 +300,7 @@ class Envoy:
 
     def command(self) -> list[str]:
         return [
+            *self.command_prefix,
             str(ENVOY_BIN),
             "-c", str(self.config_path),
             "--disable-hot-restart",
