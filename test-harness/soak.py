@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
 
-from harness import Envoy, Upstream  # noqa: E402
+from processes import Envoy, Upstream  # noqa: E402
 from load import drive, rss_kib  # noqa: E402
 
 

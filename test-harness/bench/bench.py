@@ -28,7 +28,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from harness import ENVOY_BIN, REPO, WASM, WORK, Envoy, Upstream, wait_until  # noqa: E402
+from filter_build import WASM  # noqa: E402
+from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
 from systems import CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
 
@@ -81,7 +82,7 @@ def rss_mib(pid: int) -> float:
 
 def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> Envoy:
     """One Envoy (one worker thread, the harness's) running the system's bootstrap."""
-    config = bootstrap(system, descriptors, str(WASM))
+    config = bootstrap(system, descriptors, str(WASM.binary))
     return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus)).start()
 
 
@@ -238,7 +239,7 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
         lines.append(f"| ({system.key}) {system.title.split(', ', 1)[1]} | {figure.tools} | {figure.listed} | "
                      f"{', '.join(map(str, figure.build_ms))} | {figure.vm_memory_bytes / 2**20:.2f} MiB | "
                      f"{figure.tools_list_bytes:,} bytes |")
-    lines.append(f"\n`.wasm`: {WASM.stat().st_size:,} bytes.")
+    lines.append(f"\n`.wasm`: {WASM.binary.stat().st_size:,} bytes.")
     return runs, "\n".join(lines)
 
 

@@ -9,19 +9,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from harness import (  # noqa: E402
-    ENVOY_BIN,
-    UPSTREAM_BIN,
-    WASM,
-    Envoy,
-    Mcp,
-    Upstream,
-    demo_plugin,
-)
+from filter_build import WASM, demo_plugin  # noqa: E402
+from mcp_client import Mcp  # noqa: E402
+from processes import ENVOY_BIN, UPSTREAM_BIN, Envoy, Upstream  # noqa: E402
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
-    missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, WASM) if not p.exists()]
+    missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, WASM.binary) if not p.exists()]
     if missing:
         raise pytest.UsageError(f"run scripts/test (it builds and installs these first); missing: {', '.join(missing)}")
 

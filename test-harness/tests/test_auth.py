@@ -13,7 +13,8 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
-from harness import REPO, Envoy, Mcp, Upstream, http_filters
+from mcp_client import Mcp
+from processes import REPO, Envoy, Upstream, http_filters
 
 ISSUER = "https://auth.switchblade.example"
 AUDIENCE = "switchblade-mcp"

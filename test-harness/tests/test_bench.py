@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 
-from harness import REPO
+from processes import REPO
 
 
 def test_the_benchmark_command_runs_every_system_side_by_side():

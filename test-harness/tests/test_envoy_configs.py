@@ -8,7 +8,8 @@ import subprocess
 
 import pytest
 
-from harness import ENVOY_BIN, REPO, WORK, Envoy, Upstream, demo_plugin, static_bootstrap
+from filter_build import demo_plugin
+from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, static_bootstrap
 import yaml
 
 CONFIGS = sorted((REPO / "envoy").glob("*.yaml"))

@@ -10,7 +10,9 @@ import time
 
 import pytest
 
-from harness import REPO, Envoy, Mcp, Upstream, demo_plugin, is_deadline_error
+from filter_build import demo_plugin
+from mcp_client import Mcp, is_deadline_error
+from processes import REPO, Envoy, Upstream
 
 CLI = REPO / "target/release/switchblade"
 CATALOG = "demo.catalog.v1.CatalogService"

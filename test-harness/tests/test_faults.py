@@ -8,7 +8,14 @@ import time
 
 import pytest
 
-from harness import REPO, Blackhole, Envoy, Mcp, RawGrpcUpstream, Slammer, Upstream, demo_plugin, is_deadline_error
+from filter_build import demo_plugin
+from mcp_client import Mcp, is_deadline_error
+from peers import Blackhole, RawGrpcUpstream, Slammer
+from processes import REPO, Envoy, Upstream
+
+# A raw peer stands in for every cluster of the demo bootstrap: the gRPC services' and the
+# router's, which MCP requests never reach; none is left at the bootstrap's fixed port.
+DEMO_CLUSTERS = ("demo_grpc", "demo_control")
 
 
 @pytest.fixture
@@ -79,7 +86,7 @@ def test_slow_upstream_is_deadline_exceeded_at_the_configured_timeout(isolated: 
 def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
     """The upstream accepts the connection and never answers, ignoring `grpc-timeout`: the
     filter's own deadline ends the call, and Envoy goes on serving."""
-    hole = Blackhole()
+    hole = Blackhole(stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc", "timeout_ms": 400}}}
     envoy = Envoy(hole, plugin, name="envoy-hung")
     try:
@@ -102,7 +109,7 @@ def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
 
 
 def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
-    slammer = Slammer()
+    slammer = Slammer(stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(slammer, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-reset")
     try:
         envoy.start()
@@ -119,7 +126,7 @@ def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
 def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(trailers_only: bool) -> None:
     """The SDK reads the host's status message as a string and panics when it is not UTF-8,
     which would take the VM down; the filter reads grpc-message from the metadata instead."""
-    raw = RawGrpcUpstream(b"caf\xe9 %41", trailers_only=trailers_only)
+    raw = RawGrpcUpstream(b"caf\xe9 %41", stands_in_for=DEMO_CLUSTERS, trailers_only=trailers_only)
     envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-raw")
     try:
         envoy.start()

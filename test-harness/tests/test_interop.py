@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from harness import REPO, Envoy, Upstream
+from processes import REPO, Envoy, Upstream
 
 TS_CLIENT = REPO / "test-harness/clients/typescript"
 

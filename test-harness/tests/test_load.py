@@ -10,7 +10,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from harness import Envoy, Upstream, demo_plugin  # noqa: E402
+from filter_build import demo_plugin  # noqa: E402
+from processes import Envoy, Upstream  # noqa: E402
 from load import Tally, drive, rss_kib  # noqa: E402
 
 CONNECTIONS = 16

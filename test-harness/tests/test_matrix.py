@@ -8,7 +8,8 @@ import json
 import httpx2
 import pytest
 
-from harness import Envoy, Mcp, Upstream
+from mcp_client import Mcp
+from processes import Envoy, Upstream
 
 MODERN = {"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call", "mcp-name": "UserService_GetUser"}
 META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}

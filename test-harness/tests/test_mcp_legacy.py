@@ -9,7 +9,8 @@ import httpx2
 import jsonschema
 import pytest
 
-from harness import Envoy, Mcp, Upstream
+from mcp_client import Mcp
+from processes import Envoy, Upstream
 
 INIT_PARAMS = {
     "protocolVersion": "2025-11-25",

@@ -8,7 +8,8 @@ import json
 import httpx2
 import pytest
 
-from harness import MODERN_VERSION, SUPPORTED_VERSIONS, Envoy, Mcp, Upstream
+from mcp_client import MODERN_VERSION, SUPPORTED_VERSIONS, Mcp
+from processes import Envoy, Upstream
 
 LEGACY_VERSIONS = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}

@@ -13,7 +13,8 @@ import jsonschema
 import pytest
 from mcp import Client
 
-from harness import REPO, Envoy, Mcp, Upstream
+from mcp_client import Mcp
+from processes import REPO, Envoy, Upstream
 
 SERVICE = "test.kitchensink.v1.KitchenSinkService"
 

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from harness import Envoy, Mcp, Upstream, demo_plugin
+from filter_build import demo_plugin
+from mcp_client import Mcp
+from processes import Envoy, Upstream
 
 CALL = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}}

@@ -1,0 +1,98 @@
+"""Raw peers: fake upstreams that misbehave at the socket or HTTP/2 level, where the demo
+upstream (a well-behaved tonic server) cannot.
+
+A peer serves on one port and says which of the bootstrap's clusters it stands in for, so an
+`Envoy` can be pointed at it as at the demo upstream.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+from collections.abc import Iterable
+
+import h2.config
+import h2.connection
+import h2.events
+
+
+class Blackhole:
+    """An "upstream" that accepts TCP connections and never answers: a hung service."""
+
+    def __init__(self, *, stands_in_for: Iterable[str]) -> None:
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.socket.listen(64)
+        self.port = self.socket.getsockname()[1]
+        self.clusters = dict.fromkeys(stands_in_for, self.port)
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                connection = self.socket.accept()[0]
+            except OSError:
+                return
+            self._handle(connection)
+
+    def _handle(self, connection: socket.socket) -> None:
+        self.held.append(connection)
+
+    def stop(self) -> None:
+        self.socket.close()
+        for connection in self.held:
+            connection.close()
+
+
+class Slammer(Blackhole):
+    """An "upstream" that reads what it is sent, then resets the connection mid-exchange."""
+
+    def _handle(self, connection: socket.socket) -> None:
+        connection.recv(65536)
+        connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        connection.close()
+
+
+class RawGrpcUpstream(Blackhole):
+    """An HTTP/2 "upstream" that fails every gRPC call with a `grpc-message` of raw bytes that
+    are not UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not care),
+    in its trailers, or in a trailers-only answer."""
+
+    def __init__(self, message: bytes, *, stands_in_for: Iterable[str], trailers_only: bool = False) -> None:
+        self.message = message
+        self.trailers_only = trailers_only
+        super().__init__(stands_in_for=stands_in_for)
+
+    def _handle(self, connection: socket.socket) -> None:
+        self.held.append(connection)
+        threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
+
+    def _serve(self, connection: socket.socket) -> None:
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None,
+                                           validate_outbound_headers=False, normalize_outbound_headers=False)
+        peer = h2.connection.H2Connection(config=config)
+        peer.initiate_connection()
+        connection.sendall(peer.data_to_send())
+        while data := self._read(connection):
+            for event in peer.receive_data(data):
+                if isinstance(event, h2.events.StreamEnded):
+                    self._fail(peer, event.stream_id)
+            connection.sendall(peer.data_to_send())
+
+    @staticmethod
+    def _read(connection: socket.socket) -> bytes:
+        try:
+            return connection.recv(65536)
+        except OSError:
+            return b""
+
+    def _fail(self, peer: "h2.connection.H2Connection", stream_id: int) -> None:
+        status = [(b"grpc-status", b"13"), (b"grpc-message", self.message)]
+        headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        if self.trailers_only:
+            peer.send_headers(stream_id, headers + status, end_stream=True)
+        else:
+            peer.send_headers(stream_id, headers)
+            peer.send_headers(stream_id, status, end_stream=True)

@@ -1,0 +1,279 @@
+"""The real processes of the integration tests and their wiring: the demo gRPC upstream, and
+Envoy running a bootstrap whose clusters point at a backend (that upstream, or a raw peer).
+
+Each process gets free loopback ports, is polled until ready, and is always stopped; Envoy's
+log is kept so a failing test can show it.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import socket
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx2
+import yaml
+
+from filter_build import WASM, FilterBuild, demo_plugin, ecds_resource
+
+REPO = Path(__file__).resolve().parents[2]
+WORK = REPO / ".work"
+UPSTREAM_BIN = Path(os.environ.get("SWITCHBLADE_UPSTREAM_BIN", REPO / "target/release/demo-upstream"))
+ENVOY_BIN = Path(os.environ.get("ENVOY_BIN", REPO / ".venv/bin/envoy"))
+DEMO_CONFIG = REPO / "envoy/demo.yaml"
+ECDS_STATS = "extension_config_discovery.http_filter.switchblade"
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Asks a process to stop, and kills it if it has not within 10 seconds."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check, what: str, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{what}: process exited with {process.returncode}")
+        try:
+            if check():
+                return
+        except (httpx2.HTTPError, OSError):
+            pass
+        time.sleep(0.05)
+    raise TimeoutError(f"{what}: not ready after {timeout}s")
+
+
+class Backend(Protocol):
+    """What an Envoy's clusters point at: the port on 127.0.0.1 of each cluster it stands in
+    for. It must name every cluster of the bootstrap, so none is left at the bootstrap's fixed
+    port, where another process (scripts/demo's upstream) may answer."""
+
+    @property
+    def clusters(self) -> Mapping[str, int]: ...
+
+
+class Upstream:
+    """The demo gRPC upstream (tonic), with its call-count control API."""
+
+    def __init__(self, command_prefix: list[str] | None = None) -> None:
+        self.grpc_port = free_port()
+        self.control_port = free_port()
+        # For example `taskset -c 0`, to keep the upstream off the benchmarked Envoy's CPU.
+        self.command_prefix = command_prefix or []
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "Upstream":
+        self.process = subprocess.Popen(
+            [*self.command_prefix, str(UPSTREAM_BIN), "--grpc", f"127.0.0.1:{self.grpc_port}", "--control", f"127.0.0.1:{self.control_port}"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_until(lambda: self.calls() is not None, "demo upstream", process=self.process)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+        self.process = None
+
+    @property
+    def clusters(self) -> dict[str, int]:
+        return {"demo_grpc": self.grpc_port, "demo_control": self.control_port}
+
+    @property
+    def control_url(self) -> str:
+        return f"http://127.0.0.1:{self.control_port}"
+
+    def calls(self) -> dict[str, int]:
+        return httpx2.get(f"{self.control_url}/calls", timeout=2).raise_for_status().json()
+
+    def metadata(self, method: str) -> dict[str, str]:
+        """The gRPC metadata of the last call to `method` (`/package.Service/Method`)."""
+        return httpx2.get(f"{self.control_url}/metadata", timeout=2).raise_for_status().json()[method]
+
+    def total_calls(self) -> int:
+        return sum(self.calls().values())
+
+    def reset(self) -> None:
+        httpx2.post(f"{self.control_url}/reset", timeout=2).raise_for_status()
+
+    def delay(self, ms: int) -> None:
+        """Delays every later gRPC answer by `ms` milliseconds (until reset)."""
+        httpx2.post(f"{self.control_url}/delay", params={"ms": ms}, timeout=2).raise_for_status()
+
+
+def demo_config() -> dict[str, Any]:
+    """The demo bootstrap, whose switchblade filter is configured through ECDS."""
+    return yaml.safe_load(DEMO_CONFIG.read_text())
+
+
+def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
+    listener = config["static_resources"]["listeners"][0]
+    return listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"]
+
+
+def static_bootstrap(plugin: dict[str, Any] | str, build: FilterBuild = WASM) -> dict[str, Any]:
+    """The demo bootstrap with the plugin configuration inline instead of from ECDS, as
+    `envoy --mode validate` loads and checks it."""
+    config = demo_config()
+    for entry in http_filters(config):
+        if entry["name"] == "switchblade":
+            entry.pop("config_discovery")
+            entry["typed_config"] = build.typed_config(plugin)
+    return config
+
+
+class Envoy:
+    """A real Envoy running the demo bootstrap on free ports, its clusters pointed at a backend.
+
+    The switchblade filter reads its configuration from this instance's own ECDS file, so a
+    test can swap it while Envoy runs. Pass `bootstrap` to run another bootstrap instead.
+    """
+
+    def __init__(
+        self,
+        backend: Backend,
+        plugin: dict[str, Any] | str | None = None,
+        bootstrap: dict[str, Any] | None = None,
+        name: str = "envoy",
+        command_prefix: list[str] | None = None,
+        build: FilterBuild = WASM,
+    ) -> None:
+        self.backend = backend
+        self.build = build
+        # For example `taskset -c 1`, to give the benchmarked Envoy a CPU of its own.
+        self.command_prefix = command_prefix or []
+        self.port = free_port()
+        self.admin_port = free_port()
+        self.name = name
+        self.dir = WORK / f"{name}-{self.port}"
+        self.ecds_dir = self.dir / "ecds"
+        self.ecds_path = self.ecds_dir / "switchblade.yaml"
+        self.log_path = self.dir / "envoy.log"
+        self.config_path = self.dir / "envoy.yaml"
+        self.plugin = plugin if plugin is not None else demo_plugin()
+        self.config = copy.deepcopy(bootstrap) if bootstrap is not None else demo_config()
+        self.process: subprocess.Popen | None = None
+        self._retarget()
+
+    def _retarget(self) -> None:
+        config = self.config
+        config["admin"]["address"]["socket_address"]["port_value"] = self.admin_port
+        config["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = self.port
+        ports = self.backend.clusters
+        clusters = config["static_resources"]["clusters"]
+        unserved = [cluster["name"] for cluster in clusters if cluster["name"] not in ports]
+        if unserved:
+            raise ValueError(f"the backend stands in for no cluster named {', '.join(unserved)}")
+        for cluster in clusters:
+            for group in cluster["load_assignment"]["endpoints"]:
+                for endpoint in group["lb_endpoints"]:
+                    endpoint["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
+        for entry in http_filters(config):
+            if entry["name"] != "switchblade":
+                continue
+            if "config_discovery" in entry:
+                discovery = entry["config_discovery"]
+                source = discovery["config_source"]["path_config_source"]
+                source["path"] = str(self.ecds_path)
+                source["watched_directory"]["path"] = str(self.ecds_dir)
+                discovery["type_urls"] = [self.build.type_url]
+            else:
+                entry["typed_config"] = self.build.adopt(entry["typed_config"])
+
+    def command(self) -> list[str]:
+        return [
+            *self.command_prefix,
+            str(ENVOY_BIN),
+            "-c", str(self.config_path),
+            "--disable-hot-restart",
+            "--concurrency", "1",
+            "--log-level", "warn",
+            "--component-log-level", f"{self.build.log_component}:info,config:info",
+        ]
+
+    def start(self, wait: bool = True) -> "Envoy":
+        self.ecds_dir.mkdir(parents=True, exist_ok=True)
+        self.ecds_path.write_text(ecds_resource(self.build, self.plugin))
+        self.config_path.write_text(yaml.safe_dump(self.config))
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT)
+        if wait:
+            wait_until(self.is_ready, f"envoy (log: {self.log_path})", process=self.process)
+        return self
+
+    def swap_plugin(self, plugin: dict[str, Any] | str, timeout: float = 10.0) -> bool:
+        """Replaces the plugin configuration the way an operator would (write beside, rename
+        over), and waits until Envoy has accepted (True) or rejected (False) it."""
+        def counter(stats: dict[str, int], outcome: str) -> int:
+            return stats.get(f"{ECDS_STATS}.{outcome}", 0)
+
+        before = self.stats()
+        staged = self.ecds_dir / "switchblade.next.yaml"
+        staged.write_text(ecds_resource(self.build, plugin))
+        staged.rename(self.ecds_path)
+        outcome: list[bool] = []
+
+        def settled() -> bool:
+            now = self.stats()
+            if counter(now, "update_success") > counter(before, "update_success"):
+                outcome.append(True)
+            elif counter(now, "update_rejected") > counter(before, "update_rejected"):
+                outcome.append(False)
+            return bool(outcome)
+
+        wait_until(settled, "ECDS update", timeout=timeout, process=self.process)
+        return outcome[0]
+
+    def is_ready(self) -> bool:
+        return httpx2.get(f"{self.admin_url}/ready", timeout=1).status_code == 200
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+        self.process = None
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def mcp_url(self) -> str:
+        return f"{self.url}/mcp"
+
+    @property
+    def admin_url(self) -> str:
+        return f"http://127.0.0.1:{self.admin_port}"
+
+    def stats(self) -> dict[str, int]:
+        text = httpx2.get(f"{self.admin_url}/stats", timeout=2).text
+        stats = {}
+        for line in text.splitlines():
+            name, _, value = line.partition(": ")
+            if value.isdigit():
+                stats[name] = int(value)
+        return stats
+
