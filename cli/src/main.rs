@@ -10,8 +10,8 @@ use clap::{Parser, Subcommand, ValueEnum};
 use prost::Message;
 use prost_types::FileDescriptorProto;
 use serde_json::{json, Map, Value};
-use switchblade_filter::config::parse_selector;
-use switchblade_filter::server::Server;
+use switchblade_core::config::parse_selector;
+use switchblade_core::server::Server;
 
 #[derive(Parser)]
 #[command(name = "switchblade", version, about)]

@@ -1,8 +1,8 @@
 //! The server the kitchen-sink fuzz targets share: one per fuzzing thread, since the filter
 //! is single-threaded (it shares state with Rc).
 
-use switchblade_filter::http::McpHeaders;
-use switchblade_filter::server::{McpRequest, Outcome, Server};
+use switchblade_core::http::McpHeaders;
+use switchblade_core::server::{McpRequest, Outcome, Server};
 
 thread_local! {
     static SERVER: Server = {

@@ -3,8 +3,9 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_filter::http::McpHeaders;
-use switchblade_filter::server::{GrpcReply, McpRequest, Outcome, Server};
+use switchblade_core::http::McpHeaders;
+use switchblade_core::server::{McpRequest, Outcome, Server};
+use switchblade_core::upstream::{CallEnd, GrpcReply};
 
 thread_local! {
     // The filter is single-threaded (it shares with Rc), and so is each fuzzing thread.
@@ -40,11 +41,12 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
-    if let Outcome::Await(mut reply, calls) = server.handle(McpRequest { headers, body }) {
+    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body }) {
+        let calls = reply.take_calls_to_start();
         // Answer each call with bytes from the body itself: valid or not, it must not panic.
         for (index, call) in calls.iter().enumerate() {
             let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some("x%20y"), body, details: Some(body) };
-            server.complete(&mut reply, call, grpc);
+            server.file(&mut reply, call, CallEnd::Replied(grpc));
         }
         let _ = reply.into_response();
     }

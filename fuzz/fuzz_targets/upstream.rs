@@ -6,7 +6,8 @@
 mod kitchen_sink;
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_filter::server::{GrpcReply, Outcome};
+use switchblade_core::server::Outcome;
+use switchblade_core::upstream::{CallEnd, GrpcReply};
 
 fuzz_target!(|data: &[u8]| {
     for (tool, arguments) in [
@@ -16,11 +17,12 @@ fuzz_target!(|data: &[u8]| {
         ("KitchenSinkService_Ping", "{}"),
     ] {
         kitchen_sink::call(tool, arguments, |server, outcome| {
-            let Outcome::Await(mut reply, calls) = outcome else {
+            let Outcome::Await(mut reply) = outcome else {
                 panic!("{tool} did not become a call");
             };
+            let calls = reply.take_calls_to_start();
             let status = if data.first().is_some_and(|b| b & 1 == 1) { 3 } else { 0 };
-            server.complete(&mut reply, &calls[0], GrpcReply { status, message: None, body: data, details: Some(data) });
+            server.file(&mut reply, &calls[0], CallEnd::Replied(GrpcReply { status, message: None, body: data, details: Some(data) }));
             let _ = reply.into_response();
         });
     }

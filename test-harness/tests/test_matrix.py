@@ -75,7 +75,7 @@ SEARCH_CASES = [
     ("an operator at depth", '{"filters":{"category":{"$in":[1,2]}}}', "at `filters.category`: expected one of CATEGORY_UNSPECIFIED"),
     ("an exponent as a 64-bit string", '{"filters":{"max_price_minor":"1e3"}}', "at `filters.max_price_minor`: expected a 64-bit integer"),
     ("NaN as a page size", '{"page_size":"NaN"}', "at `page_size`: expected a 32-bit integer"),
-    ("an enum number not defined", '{"filters":{"category":99}}', "at `filters.category`: 99 is not a value of enum demo.catalog.v1.Category"),
+    ("an enum number not defined", '{"filters":{"category":99}}', "at `filters.category`: expected one of CATEGORY_UNSPECIFIED, CATEGORY_HARDWARE, CATEGORY_BOOKS, CATEGORY_OUTDOOR, got 99 (give the value's name, not its number)"),
 ]
 
 

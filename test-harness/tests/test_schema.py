@@ -148,7 +148,7 @@ BAD_INPUTS = [
     ({"scalars": {"an_int64": "12abc"}}, f'at `scalars.an_int64`: expected {INT64}, got "12abc" (invalid digit found in string)'),
     ({"scalars": {"a_bool": "true"}}, 'at `scalars.a_bool`: expected true or false, got "true"'),
     ({"scalars": {"a_double": "fast"}}, 'at `scalars.a_double`: expected a number (or "NaN", "Infinity", "-Infinity"), got "fast" (invalid float literal)'),
-    ({"color": 7}, "at `color`: 7 is not a value of enum test.kitchensink.v1.Color; use one of COLOR_UNSPECIFIED, COLOR_CRIMSON, COLOR_RED, COLOR_GREEN"),
+    ({"color": 7}, "at `color`: expected one of COLOR_UNSPECIFIED, COLOR_CRIMSON, COLOR_RED, COLOR_GREEN, got 7 (give the value's name, not its number)"),
     ({"color": "COLOR_BLUE"}, 'at `color`: expected one of COLOR_UNSPECIFIED, COLOR_CRIMSON, COLOR_RED, COLOR_GREEN, got "COLOR_BLUE" (unrecognized enum value \'COLOR_BLUE\')'),
     ({"scalars": {"some_bytes": "not base64!"}}, 'at `scalars.some_bytes`: expected base64-encoded bytes, got "not base64!" (invalid base64: Invalid symbol 32, offset 3.)'),
     ({"at": "yesterday"}, 'at `at`: expected an RFC 3339 timestamp such as "2026-01-31T12:00:00Z", got "yesterday" (invalid rfc3339 timestamp: invalid date)'),
@@ -163,6 +163,14 @@ BAD_INPUTS = [
     ({"numbers": "1,2,3"}, f'at `numbers`: expected a list, each element {INT32}, got "1,2,3"'),
     ({"mask": 5}, 'at `mask`: expected comma-separated field paths such as "name,price.amount", got 5'),
     ({"w_int32": "x"}, f'at `w_int32`: expected {INT32}, got "x" (invalid digit found in string)'),
+    # What proto3 JSON parsers tolerate and the schema does not promise (see the JSON mapping).
+    ({"scalars": {"an_int32": "7"}}, f'at `scalars.an_int32`: expected {INT32}, got "7"'),
+    ({"scalars": {"an_int64": "007"}}, f'at `scalars.an_int64`: expected {INT64}, got "007"'),
+    ({"scalars": {"a_double": "1.5"}}, 'at `scalars.a_double`: expected a number (or "NaN", "Infinity", "-Infinity"), got "1.5"'),
+    ({"color": 2}, "at `color`: expected one of COLOR_UNSPECIFIED, COLOR_CRIMSON, COLOR_RED, COLOR_GREEN, got 2 (give the value's name, not its number)"),
+    ({"scalars": None}, "at `scalars`: expected an object (test.kitchensink.v1.Scalars), got null (leave a field out to leave it unset)"),
+    ({"alias": "a", "renamed": "b"}, "`alias` and `renamed` are the same field (renamed); give it once"),
+    ({"took": "1.5"}, 'at `took`: expected a duration in seconds such as "1.5s", got "1.5"'),
 ]
 
 

@@ -1,31 +1,19 @@
-//! JSON Schema (2020-12) for protobuf messages, in the proto3 JSON mapping the transcoder
-//! speaks: property names are proto field names, 64-bit integers are decimal strings,
-//! bytes are base64, enums are value names.
+//! JSON Schema (2020-12) for protobuf messages: objects with their fields as properties,
+//! each field's value as the mapping table ([`super::Form`]) writes it.
 //!
-//! Input and output schemas differ only where proto3 JSON output can carry more than
-//! input should offer: unknown enum numbers and non-finite floats.
+//! Input and output schemas differ only where the table says outputs carry other forms than
+//! inputs should offer (64-bit integers as strings only, unknown enum numbers).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{json, Map, Value};
 
+use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
+use crate::proto_json::input_rules::is_required;
 
-/// Which side of a call a schema describes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Tool arguments, checked strictly by the transcoder.
-    Input,
-    /// Structured content, as the transcoder renders upstream responses.
-    Output,
-}
-
-const INT64_PATTERN: &str = "^-?[0-9]+$";
-const UINT64_PATTERN: &str = "^[0-9]+$";
-const DURATION_PATTERN: &str = "^-?[0-9]+(\\.[0-9]{1,9})?s$";
-
-/// The schema of `message` as a tool's `inputSchema` or `outputSchema` (root is an object).
+/// The schema of `message` as a tool's `inputSchema` or `outputSchema`.
 pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Value {
     let mut builder = Builder {
         direction,
@@ -35,8 +23,12 @@ pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &
         pending: Vec::new(),
         recursive: HashMap::new(),
     };
-    // The root follows the same mapping as a field: a Timestamp is a string, wherever it is.
-    let mut root = builder.well_known(message).unwrap_or_else(|| builder.object(message));
+    // The root follows the same mapping as a field (a Timestamp is a string, wherever it is),
+    // but is always written out, even when it is recursive.
+    let mut root = match Form::of(&Kind::Message(message.clone())) {
+        Form::Message(message) => builder.object(&message),
+        form => form.scalar_schema(direction),
+    };
     // Messages behind a `$ref` are built here, one at a time, so the stack stays shallow.
     while let Some(pending) = builder.pending.pop() {
         builder.depth = 0;
@@ -98,10 +90,10 @@ impl Builder<'_> {
     }
 
     /// Input: fields a request must carry. Output: fields every response carries, which
-    /// are those without presence, since the transcoder emits their defaults.
+    /// are those without presence, since responses are rendered with their defaults.
     fn is_required(&self, field: &FieldDescriptor) -> bool {
         match self.direction {
-            Direction::Input => crate::strict::is_required(field.parent_pool(), field),
+            Direction::Input => is_required(field.parent_pool(), field),
             Direction::Output => {
                 !field.supports_presence() || field.cardinality() == prost_reflect::Cardinality::Required
             }
@@ -133,13 +125,12 @@ impl Builder<'_> {
             let Kind::Message(entry) = field.kind() else {
                 return json!({"type": "object"});
             };
-            let key = entry.map_entry_key_field();
-            let value = entry.map_entry_value_field();
             let mut schema = json!({
                 "type": "object",
-                "additionalProperties": self.kind(&value.kind()),
+                "additionalProperties": self.kind(&entry.map_entry_value_field().kind()),
             });
-            if let (Some(names), Value::Object(map)) = (map_key_names(&key.kind()), &mut schema) {
+            let keys = KeyForm::of(&entry.map_entry_key_field().kind());
+            if let (Some(names), Value::Object(map)) = (keys.schema(), &mut schema) {
                 map.insert("propertyNames".into(), names);
             }
             schema
@@ -151,47 +142,13 @@ impl Builder<'_> {
     }
 
     fn kind(&mut self, kind: &Kind) -> Value {
-        match kind {
-            Kind::Double | Kind::Float => match self.direction {
-                Direction::Input => json!({"type": "number"}),
-                Direction::Output => json!({"anyOf": [
-                    {"type": "number"},
-                    {"type": "string", "enum": ["NaN", "Infinity", "-Infinity"]},
-                ]}),
-            },
-            Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => {
-                json!({"type": "integer", "minimum": i32::MIN, "maximum": i32::MAX})
-            }
-            Kind::Uint32 | Kind::Fixed32 => {
-                json!({"type": "integer", "minimum": 0, "maximum": u32::MAX})
-            }
-            Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-                json!({"type": "string", "pattern": INT64_PATTERN})
-            }
-            Kind::Uint64 | Kind::Fixed64 => json!({"type": "string", "pattern": UINT64_PATTERN}),
-            Kind::Bool => json!({"type": "boolean"}),
-            Kind::String => json!({"type": "string"}),
-            Kind::Bytes => json!({"type": "string", "contentEncoding": "base64"}),
-            Kind::Enum(descriptor) => {
-                if descriptor.full_name() == "google.protobuf.NullValue" {
-                    return json!({"type": "null"});
-                }
-                let names: Vec<String> = descriptor.values().map(|v| v.name().to_owned()).collect();
-                let by_name = json!({"type": "string", "enum": names});
-                match self.direction {
-                    Direction::Input => by_name,
-                    // Values the upstream knows and this descriptor does not come out as numbers.
-                    Direction::Output => json!({"anyOf": [by_name, {"type": "integer"}]}),
-                }
-            }
-            Kind::Message(message) => self.message(message),
+        match Form::of(kind) {
+            Form::Message(message) => self.message(&message),
+            form => form.scalar_schema(self.direction),
         }
     }
 
     fn message(&mut self, message: &MessageDescriptor) -> Value {
-        if let Some(schema) = self.well_known(message) {
-            return schema;
-        }
         if self.depth < MAX_INLINE_DEPTH && !self.is_recursive(message) {
             self.depth += 1;
             let schema = self.object(message);
@@ -204,37 +161,6 @@ impl Builder<'_> {
             self.pending.push(message.clone());
         }
         json!({"$ref": format!("#/$defs/{name}")})
-    }
-
-    fn well_known(&mut self, message: &MessageDescriptor) -> Option<Value> {
-        let schema = match message.full_name() {
-            "google.protobuf.Timestamp" => json!({"type": "string", "format": "date-time"}),
-            "google.protobuf.Duration" => json!({"type": "string", "pattern": DURATION_PATTERN}),
-            "google.protobuf.FieldMask" => json!({"type": "string"}),
-            "google.protobuf.Struct" => json!({"type": "object"}),
-            "google.protobuf.ListValue" => json!({"type": "array"}),
-            "google.protobuf.Value" => json!({}),
-            "google.protobuf.Empty" => json!({"type": "object", "additionalProperties": false}),
-            "google.protobuf.Any" => json!({
-                "type": "object",
-                "properties": {"@type": {"type": "string"}},
-                "required": ["@type"],
-            }),
-            "google.protobuf.DoubleValue"
-            | "google.protobuf.FloatValue"
-            | "google.protobuf.Int64Value"
-            | "google.protobuf.UInt64Value"
-            | "google.protobuf.Int32Value"
-            | "google.protobuf.UInt32Value"
-            | "google.protobuf.BoolValue"
-            | "google.protobuf.StringValue"
-            | "google.protobuf.BytesValue" => {
-                let value = message.get_field_by_name("value")?;
-                self.kind(&value.kind())
-            }
-            _ => return None,
-        };
-        Some(schema)
     }
 
     /// Whether `message` can reach itself through its fields.
@@ -267,16 +193,6 @@ fn field_messages(message: &MessageDescriptor) -> impl Iterator<Item = MessageDe
     })
 }
 
-/// Map keys are JSON object keys, so non-string key types constrain their spelling.
-fn map_key_names(kind: &Kind) -> Option<Value> {
-    match kind {
-        Kind::String => None,
-        Kind::Bool => Some(json!({"enum": ["true", "false"]})),
-        Kind::Uint32 | Kind::Fixed32 | Kind::Uint64 | Kind::Fixed64 => Some(json!({"pattern": UINT64_PATTERN})),
-        _ => Some(json!({"pattern": INT64_PATTERN})),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -305,8 +221,8 @@ mod tests {
     fn nested_messages_enums_maps_and_well_known_types() {
         let schema = schema("demo.catalog.v1.Item", Direction::Input);
         let properties = &schema["properties"];
-        assert_eq!(properties["id"]["type"], "string");
-        assert_eq!(properties["id"]["pattern"], INT64_PATTERN);
+        assert_eq!(properties["id"]["type"], json!(["string", "integer"]));
+        assert_eq!(properties["id"]["minimum"], i64::MIN);
         assert_eq!(properties["category"]["enum"][1], "CATEGORY_HARDWARE");
         assert_eq!(properties["price"]["properties"]["currency_code"]["type"], "string");
         assert_eq!(properties["price"]["additionalProperties"], false);

@@ -3,6 +3,7 @@
 
 use serde_json::Value;
 
+use crate::config::Limits;
 use crate::jsonrpc::{self, RpcError, INVALID_REQUEST};
 
 /// What the filter does with a request, from its method and path alone.
@@ -120,6 +121,29 @@ impl CallerPolicy {
             .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin));
         (!allowed).then(|| format!("Forbidden: origin {origin:?} is not allowed to call this MCP endpoint"))
     }
+}
+
+/// Whether a POST to the MCP path is served at all, before its body is read as JSON: who may
+/// call, content negotiation, and the size limit.
+pub fn admit(
+    headers: &McpHeaders,
+    body_len: usize,
+    callers: &CallerPolicy,
+    limits: &Limits,
+) -> Result<(), HttpResponse> {
+    if let Some(refusal) = callers.refusal(headers) {
+        return Err(HttpResponse::forbidden(&refusal));
+    }
+    if !headers.accepts_json() {
+        return Err(HttpResponse::not_acceptable());
+    }
+    if !headers.content_type_is_json() {
+        return Err(HttpResponse::unsupported_media_type());
+    }
+    if body_len > limits.max_request_bytes {
+        return Err(HttpResponse::too_large(body_len, limits.max_request_bytes));
+    }
+    Ok(())
 }
 
 /// A complete local reply.

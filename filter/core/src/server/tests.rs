@@ -1,6 +1,8 @@
 use super::*;
+use crate::eras::{CLIENT_CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::jsonrpc::{HEADER_MISMATCH, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
-use crate::protocol::{CLIENT_CAPABILITIES_META, PROTOCOL_VERSION_META};
+use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::upstream::{CallEnd, GrpcReply};
 
 const CONFIG: &str = r#"{
     "server": {"name": "demo", "version": "1.2.3", "instructions": "Use the catalog."},
@@ -59,13 +61,16 @@ fn answer(outcome: Outcome) -> (u16, Value) {
             };
             (response.status, body)
         }
-        Outcome::Await(_, calls) => panic!("expected a reply, got {} calls", calls.len()),
+        Outcome::Await(_) => panic!("expected a reply, got calls"),
     }
 }
 
 fn calls(outcome: Outcome) -> (Reply, Vec<UpstreamCall>) {
     match outcome {
-        Outcome::Await(reply, calls) => (reply, calls),
+        Outcome::Await(mut reply) => {
+            let calls = reply.take_calls_to_start();
+            (reply, calls)
+        }
         Outcome::Respond(response) => panic!("expected calls, got {}", String::from_utf8_lossy(&response.body)),
     }
 }
@@ -254,15 +259,12 @@ mod legacy_era {
         let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
         let [call] = calls.as_slice() else { panic!("one call") };
         assert_eq!(
-            (call.tool.service_name(), call.tool.method_name()),
+            (call.service(), call.method()),
             ("demo.users.v1.UserService", "GetUser")
         );
-        assert_eq!(
-            (call.tool.cluster.as_str(), call.message.as_slice()),
-            ("users", [0x08, 7].as_slice())
-        );
+        assert_eq!((call.cluster(), call.message()), ("users", [0x08, 7].as_slice()));
         assert!(!reply.is_complete());
-        server.complete(&mut reply, call, USER_7);
+        server.file(&mut reply, call, CallEnd::Replied(USER_7));
         let (status, body) = finish(reply);
         assert_eq!(status, 200);
         let result = &body["result"];
@@ -283,7 +285,7 @@ mod legacy_era {
         let server = server();
         let text = |grpc: GrpcReply<'_>| {
             let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-            server.complete(&mut reply, &calls[0], grpc);
+            server.file(&mut reply, &calls[0], CallEnd::Replied(grpc));
             let (_, body) = finish(reply);
             assert_eq!(body["result"]["isError"], true);
             body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
@@ -306,7 +308,7 @@ mod legacy_era {
         .contains("could not be decoded"));
 
         let (mut reply, overdue) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.deadline_passed(&mut reply, &overdue[0]);
+        server.file(&mut reply, &overdue[0], CallEnd::DeadlinePassed);
         let (_, body) = finish(reply);
         assert_eq!(
             body["result"]["content"][0]["text"],
@@ -314,7 +316,7 @@ mod legacy_era {
         );
 
         let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.dispatch_failed(&mut reply, &calls[0], "BadArgument");
+        server.file(&mut reply, &calls[0], CallEnd::NotStarted { reason: "BadArgument" });
         let (_, body) = finish(reply);
         assert!(body["result"]["content"][0]["text"]
             .as_str()
@@ -326,7 +328,13 @@ mod legacy_era {
     fn the_filters_own_failure_words_are_not_decoded_like_a_grpc_message() {
         let server = server();
         let (mut reply, sent) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.dispatch_failed(&mut reply, &sent[0], "100%25 {busy}");
+        server.file(
+            &mut reply,
+            &sent[0],
+            CallEnd::NotStarted {
+                reason: "100%25 {busy}",
+            },
+        );
         let (_, body) = finish(reply);
         let text = body["result"]["content"][0]["text"].as_str().unwrap();
         assert!(text.ends_with("could not be started: 100%25 {busy}"), "{text}");
@@ -425,18 +433,18 @@ mod batches {
             {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":8}}}]"#;
         let (mut reply, calls) = calls(post(&server, &json_headers(), body));
         assert_eq!(calls.len(), 2);
-        server.complete(
+        server.file(
             &mut reply,
             &calls[1],
-            GrpcReply {
+            CallEnd::Replied(GrpcReply {
                 status: 5,
                 message: Some("gone"),
                 body: &[],
                 details: None,
-            },
+            }),
         );
         assert!(!reply.is_complete());
-        server.complete(&mut reply, &calls[0], USER_7);
+        server.file(&mut reply, &calls[0], CallEnd::Replied(USER_7));
         let (status, body) = finish(reply);
         assert_eq!(status, 200);
         let ids: Vec<&Value> = body.as_array().unwrap().iter().map(|answer| &answer["id"]).collect();
@@ -540,7 +548,7 @@ mod modern_era {
             json!({"name": "UserService_GetUser", "arguments": {"user_id": 7}}),
         );
         let (mut reply, calls) = calls(post(&server, &modern("tools/call", Some("UserService_GetUser")), &call));
-        server.complete(&mut reply, &calls[0], USER_7);
+        server.file(&mut reply, &calls[0], CallEnd::Replied(USER_7));
         let (_, body) = finish(reply);
         assert_eq!(
             (body["result"]["resultType"].clone(), body["result"]["isError"].clone()),
@@ -658,16 +666,16 @@ mod metadata {
         );
         let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
         assert_eq!(
-            sent[0].metadata,
+            sent[0].metadata().collect::<Vec<_>>(),
             [
-                ("x-tenant".to_owned(), "demo".to_owned()),
-                ("authorization".to_owned(), "Bearer abc".to_owned()),
-                ("x-request-id".to_owned(), "req-1".to_owned()),
+                ("x-tenant", "demo"),
+                ("authorization", "Bearer abc"),
+                ("x-request-id", "req-1"),
             ]
         );
         let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
         let (_, sent) = calls(post(&server, &json_headers(), body));
-        assert!(sent[0].metadata.is_empty());
+        assert_eq!(sent[0].metadata().count(), 0);
     }
 }
 
@@ -744,9 +752,10 @@ mod wrapped_roots {
         assert!(tool.wrap_output && !tool.wrap_input);
         let schema = &tool.definition["outputSchema"];
         assert_eq!(schema["type"], "object");
+        let value = &schema["properties"]["value"];
         assert_eq!(
-            schema["properties"]["value"],
-            json!({"type": "string", "format": "date-time"})
+            (&value["type"], &value["format"]),
+            (&json!("string"), &json!("date-time"))
         );
         assert_eq!(schema["required"], json!(["value"]));
 
@@ -754,15 +763,15 @@ mod wrapped_roots {
         let (mut reply, calls) = calls(post(&server, &json_headers(), body));
         // Timestamp{seconds: 1767225600}
         let timestamp = [0x08, 0x80, 0xf2, 0xd6, 0xca, 0x06];
-        server.complete(
+        server.file(
             &mut reply,
             &calls[0],
-            GrpcReply {
+            CallEnd::Replied(GrpcReply {
                 status: 0,
                 message: None,
                 body: &timestamp,
                 details: None,
-            },
+            }),
         );
         let (_, body) = finish(reply);
         assert_eq!(

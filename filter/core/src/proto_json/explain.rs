@@ -5,7 +5,8 @@
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::Value;
 
-use crate::transcode::ArgumentError;
+use super::transcode::ArgumentError;
+use super::{expected_in_field, field_by_key, Form};
 
 /// Restates `error` (from parsing `arguments` as `message`) with what the field expects.
 pub fn explain(message: &MessageDescriptor, arguments: &Value, error: ArgumentError) -> ArgumentError {
@@ -20,7 +21,7 @@ pub fn explain(message: &MessageDescriptor, arguments: &Value, error: ArgumentEr
             (Kind::Message(inner), true) if element || !(field.is_list() || field.is_map()) => {
                 explain_in_message(&inner, spot.value, &error.problem)
             }
-            _ => explain_in_field(&field, element, spot.value, &error.problem),
+            _ => Some(explain_in_field(&field, element, spot.value, &error.problem)),
         },
     };
     ArgumentError {
@@ -74,18 +75,14 @@ fn locate<'a>(message: &MessageDescriptor, arguments: &'a Value, segments: &[Str
             }
             (Place::Field(field, false), None) if field.is_map() => (element_place(field), value.get(segment)?),
             (Place::Message(message), None) => {
-                let field = message
-                    .get_field_by_name(segment)
-                    .or_else(|| message.get_field_by_json_name(segment))?;
+                let field = field_by_key(message, segment)?;
                 (Place::Field(field, false), value.get(segment)?)
             }
             (Place::Field(field, _), None) => {
                 let Kind::Message(inner) = field.kind() else {
                     return None;
                 };
-                let field = inner
-                    .get_field_by_name(segment)
-                    .or_else(|| inner.get_field_by_json_name(segment))?;
+                let field = field_by_key(&inner, segment)?;
                 (Place::Field(field, false), value.get(segment)?)
             }
             _ => return None,
@@ -132,60 +129,33 @@ fn explain_in_message(message: &MessageDescriptor, value: &Value, problem: &str)
     None
 }
 
-fn explain_in_field(field: &FieldDescriptor, element: bool, value: &Value, problem: &str) -> Option<String> {
-    let expected = if field.is_map() && !element {
-        let Kind::Message(entry) = field.kind() else {
-            return None;
-        };
-        let key = entry.map_entry_key_field().kind();
-        format!("an object whose keys are {}", expected(&key))
-    } else if field.is_list() && !element {
-        format!("a list, each element {}", expected(&field.kind()))
-    } else if field.is_map() {
-        let Kind::Message(entry) = field.kind() else {
-            return None;
-        };
-        expected(&entry.map_entry_value_field().kind())
-    } else {
-        expected(&field.kind())
-    };
+fn explain_in_field(field: &FieldDescriptor, element: bool, value: &Value, problem: &str) -> String {
     // "invalid type: …, expected …" only repeats what this sentence says; other details stay.
-    if problem.starts_with("invalid type:") {
-        return Some(format!("expected {expected}, got {}", shown(value)));
-    }
-    Some(format!("expected {expected}, got {} ({problem})", shown(value)))
+    let detail = (!problem.starts_with("invalid type:")).then_some(problem);
+    refusal_with(expected_in_field(field, element), value, detail)
 }
 
-/// What a kind of field accepts, in proto3 JSON.
-pub fn expected(kind: &Kind) -> String {
-    match kind {
-        Kind::Int32 | Kind::Sint32 | Kind::Sfixed32 => "a 32-bit integer from -2147483648 to 2147483647".into(),
-        Kind::Uint32 | Kind::Fixed32 => "an unsigned 32-bit integer from 0 to 4294967295".into(),
-        Kind::Int64 | Kind::Sint64 | Kind::Sfixed64 => {
-            "a 64-bit integer, as a decimal string such as \"-42\" (or a JSON integer)".into()
-        }
-        Kind::Uint64 | Kind::Fixed64 => "an unsigned 64-bit integer, as a decimal string such as \"42\"".into(),
-        Kind::Double | Kind::Float => "a number (or \"NaN\", \"Infinity\", \"-Infinity\")".into(),
-        Kind::Bool => "true or false".into(),
-        Kind::String => "a string".into(),
-        Kind::Bytes => "base64-encoded bytes".into(),
-        Kind::Enum(descriptor) => {
-            let names: Vec<String> = descriptor.values().map(|value| value.name().to_owned()).collect();
-            format!("one of {}", names.join(", "))
-        }
-        Kind::Message(message) => match message.full_name() {
-            "google.protobuf.Timestamp" => "an RFC 3339 timestamp such as \"2026-01-31T12:00:00Z\"".into(),
-            "google.protobuf.Duration" => "a duration in seconds such as \"1.5s\"".into(),
-            "google.protobuf.FieldMask" => "comma-separated field paths such as \"name,price.amount\"".into(),
-            "google.protobuf.Any" => "an object with \"@type\" naming a known message".into(),
-            "google.protobuf.Struct" => "a JSON object".into(),
-            "google.protobuf.ListValue" => "a JSON array".into(),
-            "google.protobuf.Value" => "any JSON value".into(),
-            name if name.starts_with("google.protobuf.") && name.ends_with("Value") => message
-                .get_field_by_name("value")
-                .map_or_else(|| "a value".into(), |value| expected(&value.kind())),
-            name => format!("an object ({name})"),
-        },
+/// "expected <what the field holds>, got <value>": a value of a field that the mapping table
+/// refuses (`element`: one element of a list or map, rather than the whole).
+pub fn refusal(field: &FieldDescriptor, element: bool, value: &Value) -> String {
+    let singular = !(field.is_list() || field.is_map());
+    let hint = match (value, Form::of(&field.kind())) {
+        (Value::Null, _) if singular => Some("leave a field out to leave it unset"),
+        (Value::Number(_), Form::Enum(_)) if element || singular => Some("give the value's name, not its number"),
+        _ => None,
+    };
+    refusal_with(expected_in_field(field, element), value, hint)
+}
+
+/// "expected <form>, got <value>", for a value that is not a field's (the message in an `Any`).
+pub fn refusal_of(form: &Form, value: &Value) -> String {
+    refusal_with(form.expected(), value, None)
+}
+
+fn refusal_with(expected: String, value: &Value, detail: Option<&str>) -> String {
+    match detail {
+        Some(detail) => format!("expected {expected}, got {} ({detail})", shown(value)),
+        None => format!("expected {expected}, got {}", shown(value)),
     }
 }
 
@@ -208,7 +178,7 @@ fn quoted_after<'a>(problem: &'a str, prefix: &str) -> Option<&'a str> {
 mod tests {
     use super::*;
     use crate::descriptors::embedded_pool;
-    use crate::transcode::encode_arguments;
+    use crate::proto_json::transcode::encode_arguments;
     use serde_json::json;
 
     fn refusal(arguments: Value) -> String {

@@ -248,7 +248,7 @@ mod tests {
         assert_eq!(Era::Modern.error_status(crate::jsonrpc::METHOD_NOT_FOUND), 404);
         assert_eq!(Era::Modern.error_status(INVALID_PARAMS), 400);
         assert_eq!(Era::Modern.error_status(HEADER_MISMATCH), 400);
-        assert_eq!(Era::Modern.error_status(crate::jsonrpc::INTERNAL_ERROR), 200);
+        assert_eq!(Era::Modern.error_status(-32603), 200);
         assert_eq!(
             Era::Legacy("2025-11-25").error_status(crate::jsonrpc::METHOD_NOT_FOUND),
             200

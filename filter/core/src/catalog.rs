@@ -2,7 +2,7 @@
 //! with names, descriptions, schemas, hints and call targets.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use log::info;
@@ -11,8 +11,10 @@ use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
 use crate::docs::Docs;
-use crate::schema::{message_schema, Direction};
-use crate::strict::InputRules;
+use crate::proto_json::input_rules::InputRules;
+use crate::proto_json::schema::message_schema;
+use crate::proto_json::Direction;
+use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 
@@ -48,7 +50,7 @@ impl Tool {
 /// Every tool of a configuration, in configuration order.
 #[derive(Debug, Default)]
 pub struct Catalog {
-    tools: Vec<Rc<Tool>>,
+    tools: Vec<Arc<Tool>>,
     by_name: HashMap<String, usize>,
     /// Required fields of every message, for the checks the JSON parser does not make.
     rules: InputRules,
@@ -92,7 +94,7 @@ impl Catalog {
             )));
         }
         self.by_name.insert(tool.name.clone(), self.tools.len());
-        self.tools.push(Rc::new(tool));
+        self.tools.push(Arc::new(tool));
         Ok(())
     }
 
@@ -100,20 +102,16 @@ impl Catalog {
         &self.rules
     }
 
-    pub fn get(&self, name: &str) -> Option<&Rc<Tool>> {
+    pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {
         self.by_name.get(name).and_then(|&index| self.tools.get(index))
     }
 
-    pub fn tools(&self) -> impl Iterator<Item = &Rc<Tool>> {
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
         self.tools.iter()
     }
 
-    pub fn len(&self) -> usize {
+    pub fn tool_count(&self) -> usize {
         self.tools.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.tools.is_empty()
     }
 }
 
@@ -266,28 +264,6 @@ fn build_tool(
         method,
         definition: Value::Object(definition),
     })
-}
-
-/// The property that carries a message whose JSON is not an object.
-pub const WRAPPED_VALUE: &str = "value";
-
-/// MCP tool schemas must describe objects: any other root is wrapped as `{"value": …}`.
-fn object_root(schema: Value) -> (Value, bool) {
-    if schema.get("type") == Some(&json!("object")) {
-        return (schema, false);
-    }
-    let mut schema = schema;
-    let defs = schema.as_object_mut().and_then(|map| map.remove("$defs"));
-    let mut wrapper = json!({
-        "type": "object",
-        "properties": { WRAPPED_VALUE: schema },
-        "required": [WRAPPED_VALUE],
-        "additionalProperties": false,
-    });
-    if let (Some(defs), Value::Object(map)) = (defs, &mut wrapper) {
-        map.insert("$defs".into(), defs);
-    }
-    (wrapper, true)
 }
 
 pub fn is_valid_tool_name(name: &str) -> bool {

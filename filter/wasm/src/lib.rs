@@ -1,27 +1,30 @@
-//! The proxy-wasm glue: moves request bytes into [`Server`] and its answers back to Envoy.
+//! Switchblade as a proxy-wasm filter: moves request bytes into the core's
+//! [`Server`](switchblade_core::server::Server) and its answers back to Envoy, and makes the
+//! upstream calls it asks for. Host calls only; every decision is the core's.
 //!
-//! Host calls go through `hostcalls` directly, which return errors instead of panicking
-//! as the SDK's trait helpers do: a panic would kill the VM for every later request. Header
-//! and metadata values are read as bytes: the SDK's string readers panic on a value that is
-//! not UTF-8, which a client (any header) or an upstream (`grpc-message`) can send.
+//! Host calls go through `hostcalls` directly, which return errors instead of panicking as the
+//! SDK's trait helpers do: a panic would kill the VM for every later request. Header and
+//! metadata values are read as bytes: the SDK's string readers panic on a value that is not
+//! UTF-8, which a client (any header) or an upstream (`grpc-message`) can send.
 //!
 //! Upstream calls use gRPC streams, the API that hands over trailers (and with them
-//! `grpc-status-details-bin`). Streams have no timeout of their own, so the root context
-//! keeps the deadlines of every call in flight and ends overdue calls on its tick.
+//! `grpc-status-details-bin`). Streams have no timeout of their own, so the root context keeps
+//! the deadlines of every call in flight and ends overdue calls on its tick.
+
+#![cfg(target_arch = "wasm32")]
 
 use std::borrow::Cow;
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::rc::{Rc, Weak};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, MetricType, Status};
-
-use crate::http::{route, HttpResponse, McpHeaders, Route};
-use crate::server::{GrpcReply, McpRequest, Outcome, Reply, Server, UpstreamCall};
+use switchblade_core::http::{route, HttpResponse, McpHeaders, Route};
+use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::upstream::{CallEnd, Deadlines, GrpcReply, Received, UpstreamCall};
 
 /// How often overdue calls are looked for: the precision of deadlines.
 const DEADLINE_TICK: Duration = Duration::from_millis(25);
@@ -38,10 +41,17 @@ proxy_wasm::main! {{
 /// One per VM and configuration: holds the server every request shares, and the deadlines.
 struct Root {
     server: Option<Rc<Server>>,
-    deadlines: Rc<RefCell<Deadlines>>,
+    deadlines: Rc<RefCell<Deadlines<CallInFlight>>>,
     /// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report.
     memory_gauge: Option<u32>,
     ticks: u32,
+}
+
+/// A call in flight, as its deadline knows it: the request's context and the stream.
+struct CallInFlight {
+    context_id: u32,
+    token: u32,
+    exchange: Weak<RefCell<Core>>,
 }
 
 impl Context for Root {}
@@ -66,7 +76,7 @@ impl RootContext for Root {
                     });
                 info!(
                     "serving {} tools at {}{took}",
-                    server.catalog().len(),
+                    server.catalog().tool_count(),
                     server.mcp_path()
                 );
                 self.server = Some(Rc::new(server));
@@ -92,16 +102,16 @@ impl RootContext for Root {
         }
         let Ok(now) = hostcalls::get_current_time() else { return };
         let overdue = self.deadlines.borrow_mut().take_overdue(now);
-        for deadline in overdue {
-            let Some(exchange) = deadline.exchange.upgrade() else {
+        for call in overdue {
+            let Some(exchange) = call.exchange.upgrade() else {
                 continue;
             };
             // Host calls below act for the request's own context, not the root's.
-            if hostcalls::set_effective_context(deadline.context_id).is_err() {
+            if hostcalls::set_effective_context(call.context_id).is_err() {
                 continue;
             }
-            let _ = hostcalls::cancel_grpc_stream(deadline.token);
-            exchange.borrow_mut().deadline_passed(deadline.token);
+            let _ = hostcalls::cancel_grpc_stream(call.token);
+            exchange.borrow_mut().end(call.token, CallEnd::DeadlinePassed);
         }
     }
 
@@ -123,53 +133,11 @@ impl RootContext for Root {
     }
 }
 
-/// The deadlines of the calls in flight on this VM.
-#[derive(Default)]
-struct Deadlines {
-    entries: Vec<Deadline>,
-}
-
-struct Deadline {
-    at: SystemTime,
-    context_id: u32,
-    token: u32,
-    exchange: Weak<RefCell<Core>>,
-}
-
-impl Deadlines {
-    fn take_overdue(&mut self, now: SystemTime) -> Vec<Deadline> {
-        // Every tick asks; almost every time the answer is none, so that costs no allocation.
-        if !self.entries.iter().any(|d| d.at <= now) {
-            return Vec::new();
-        }
-        let (overdue, pending) = std::mem::take(&mut self.entries).into_iter().partition(|d| d.at <= now);
-        self.entries = pending;
-        overdue
-    }
-
-    fn remove(&mut self, token: u32) {
-        self.entries.retain(|deadline| deadline.token != token);
-    }
-}
-
 enum State {
     PassThrough,
     ReadingBody(McpHeaders),
-    AwaitingUpstream {
-        reply: Reply,
-        calls: HashMap<u32, InFlight>,
-    },
+    AwaitingUpstream(Reply),
     Answered,
-}
-
-/// A call on a gRPC stream, and what has come back on it so far.
-struct InFlight {
-    call: UpstreamCall,
-    message: Option<Bytes>,
-    details: Option<Bytes>,
-    /// The upstream's `grpc-message`, from its trailers (Envoy hands over the headers of a
-    /// trailers-only answer as trailers too; `test_faults.py` checks both).
-    grpc_message: Option<Bytes>,
 }
 
 /// One HTTP request through the filter. Its state is shared with the root context, which
@@ -177,7 +145,7 @@ struct InFlight {
 struct Exchange {
     context_id: u32,
     core: Rc<RefCell<Core>>,
-    deadlines: Rc<RefCell<Deadlines>>,
+    deadlines: Rc<RefCell<Deadlines<CallInFlight>>>,
 }
 
 struct Core {
@@ -190,45 +158,54 @@ impl Context for Exchange {
         let limit = self.core.borrow().server.limits().max_response_bytes;
         if message_size > limit {
             let _ = hostcalls::cancel_grpc_stream(token);
-            self.deadlines.borrow_mut().remove(token);
-            self.core.borrow_mut().too_large(token, message_size);
+            self.forget_deadline(token);
+            self.core
+                .borrow_mut()
+                .end(token, CallEnd::TooLarge { size: message_size });
             return;
         }
         let message = hostcalls::get_buffer(BufferType::GrpcReceiveBuffer, 0, message_size).unwrap_or_else(|status| {
             warn!("cannot read the gRPC reply: {status:?}");
             None
         });
-        if let Some(in_flight) = self.core.borrow_mut().in_flight(token) {
-            in_flight.message = message;
+        if let Some(received) = self.core.borrow_mut().received(token) {
+            received.message = message;
         }
     }
 
     fn on_grpc_stream_trailing_metadata(&mut self, token: u32, _elements: u32) {
         let details = metadata_value(MapType::GrpcReceiveTrailingMetadata, "grpc-status-details-bin");
         let grpc_message = metadata_value(MapType::GrpcReceiveTrailingMetadata, "grpc-message");
-        if let Some(in_flight) = self.core.borrow_mut().in_flight(token) {
-            in_flight.details = details;
-            in_flight.grpc_message = grpc_message;
+        if let Some(received) = self.core.borrow_mut().received(token) {
+            received.details = details;
+            received.grpc_message = grpc_message;
         }
     }
 
     fn on_grpc_stream_close(&mut self, token: u32, status_code: u32) {
-        self.deadlines.borrow_mut().remove(token);
+        self.forget_deadline(token);
         // Closed by the upstream; closing this side too lets Envoy release the stream.
         let _ = hostcalls::close_grpc_stream(token);
-        let upstream_said = self
-            .core
-            .borrow_mut()
-            .in_flight(token)
-            .and_then(|in_flight| in_flight.grpc_message.take());
+        let Some((call, received)) = self.core.borrow_mut().take(token) else {
+            return;
+        };
         // The host's status message is the upstream's grpc-message as a string, which the SDK
         // cannot read when it is not UTF-8; ask the host only when the upstream said nothing
         // (then the words are Envoy's own, such as a connection failure).
-        let message = match upstream_said {
-            Some(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-            None => hostcalls::get_grpc_status().ok().and_then(|(_, message)| message),
+        let message = match &received.grpc_message {
+            Some(bytes) => Some(String::from_utf8_lossy(bytes)),
+            None => hostcalls::get_grpc_status()
+                .ok()
+                .and_then(|(_, message)| message)
+                .map(Cow::Owned),
         };
-        self.core.borrow_mut().closed(token, status_code, message.as_deref());
+        let grpc = GrpcReply {
+            status: status_code,
+            message: message.as_deref(),
+            body: received.message.as_deref().unwrap_or_default(),
+            details: received.details.as_deref(),
+        };
+        self.core.borrow_mut().file(&call, CallEnd::Replied(grpc));
     }
 }
 
@@ -302,113 +279,92 @@ impl Exchange {
         let server = Rc::clone(&self.core.borrow().server);
         match server.handle(McpRequest { headers, body }) {
             Outcome::Respond(response) => self.core.borrow_mut().answer(&response),
-            Outcome::Await(reply, calls) => self.dispatch(reply, calls),
+            Outcome::Await(reply) => self.dispatch(reply),
         }
     }
 
-    fn dispatch(&mut self, mut reply: Reply, calls: Vec<UpstreamCall>) {
+    fn dispatch(&mut self, mut reply: Reply) {
         let server = Rc::clone(&self.core.borrow().server);
         let now = hostcalls::get_current_time().ok();
-        let mut in_flight = HashMap::with_capacity(calls.len());
-        for call in calls {
+        for call in reply.take_calls_to_start() {
             match open_call(&call) {
                 Ok(token) => {
                     if let Some(now) = now {
-                        self.deadlines.borrow_mut().entries.push(Deadline {
-                            at: now + call.tool.timeout,
+                        let in_flight = CallInFlight {
                             context_id: self.context_id,
                             token,
                             exchange: Rc::downgrade(&self.core),
-                        });
+                        };
+                        self.deadlines.borrow_mut().add(now + call.timeout(), in_flight);
                     }
-                    in_flight.insert(
-                        token,
-                        InFlight {
-                            call,
-                            message: None,
-                            details: None,
-                            grpc_message: None,
-                        },
-                    );
+                    reply.started(token, call);
                 }
                 Err(status) => {
-                    warn!("cannot call cluster {:?}: {status:?}", call.tool.cluster);
-                    server.dispatch_failed(&mut reply, &call, &format!("{status:?}"));
+                    warn!("cannot call cluster {:?}: {status:?}", call.cluster());
+                    let reason = format!("{status:?}");
+                    server.file(&mut reply, &call, CallEnd::NotStarted { reason: &reason });
                 }
             }
         }
         let mut core = self.core.borrow_mut();
-        core.state = State::AwaitingUpstream {
-            reply,
-            calls: in_flight,
-        };
+        core.state = State::AwaitingUpstream(reply);
         core.send_if_complete();
+    }
+
+    fn forget_deadline(&self, token: u32) {
+        self.deadlines.borrow_mut().forget(|call| call.token == token);
     }
 }
 
 impl Drop for Exchange {
     fn drop(&mut self) {
         // A request that ends early (the client went away) leaves no deadline behind.
-        if let State::AwaitingUpstream { calls, .. } = &self.core.borrow().state {
+        if let State::AwaitingUpstream(reply) = &self.core.borrow().state {
             let mut deadlines = self.deadlines.borrow_mut();
-            for token in calls.keys() {
-                deadlines.remove(*token);
+            for token in reply.tokens() {
+                deadlines.forget(|call| call.token == token);
             }
         }
     }
 }
 
 impl Core {
-    fn in_flight(&mut self, token: u32) -> Option<&mut InFlight> {
+    fn received(&mut self, token: u32) -> Option<&mut Received> {
         match &mut self.state {
-            State::AwaitingUpstream { calls, .. } => calls.get_mut(&token),
+            State::AwaitingUpstream(reply) => reply.received(token),
             _ => None,
         }
     }
 
-    fn closed(&mut self, token: u32, status_code: u32, message: Option<&str>) {
-        self.finish(token, |server, reply, in_flight| {
-            let grpc = GrpcReply {
-                status: status_code,
-                message,
-                body: in_flight.message.as_deref().unwrap_or_default(),
-                details: in_flight.details.as_deref(),
-            };
-            server.complete(reply, &in_flight.call, grpc);
-        });
+    fn take(&mut self, token: u32) -> Option<(UpstreamCall, Received)> {
+        match &mut self.state {
+            State::AwaitingUpstream(reply) => reply.take(token),
+            _ => None,
+        }
     }
 
-    fn too_large(&mut self, token: u32, size: usize) {
-        self.finish(token, |server, reply, in_flight| {
-            server.response_too_large(reply, &in_flight.call, size)
-        });
+    /// Ends the call on `token`, if it is still out, with what the filter itself decided.
+    fn end(&mut self, token: u32, end: CallEnd<'_>) {
+        if let Some((call, _)) = self.take(token) {
+            self.file(&call, end);
+        }
     }
 
-    fn deadline_passed(&mut self, token: u32) {
-        self.finish(token, |server, reply, in_flight| {
-            server.deadline_passed(reply, &in_flight.call)
-        });
-    }
-
-    /// Ends the call on `token`: the server files its result, and the reply goes out once no
-    /// call is left.
-    fn finish(&mut self, token: u32, file: impl FnOnce(&Server, &mut Reply, InFlight)) {
-        let State::AwaitingUpstream { reply, calls } = &mut self.state else {
-            return;
-        };
-        let Some(in_flight) = calls.remove(&token) else { return };
-        file(&self.server, reply, in_flight);
+    /// Files how a call ended; the reply goes out once no call is left.
+    fn file(&mut self, call: &UpstreamCall, end: CallEnd<'_>) {
+        let Core { server, state } = self;
+        if let State::AwaitingUpstream(reply) = state {
+            server.file(reply, call, end);
+        }
         self.send_if_complete();
     }
 
     /// Sends the reply once no call is out any more.
     fn send_if_complete(&mut self) {
-        let done = matches!(&self.state, State::AwaitingUpstream { calls, .. } if calls.is_empty());
-        if !done {
-            return;
-        }
-        if let State::AwaitingUpstream { reply, .. } = std::mem::replace(&mut self.state, State::Answered) {
-            send(&reply.into_response());
+        if matches!(&self.state, State::AwaitingUpstream(reply) if reply.is_complete()) {
+            if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
+                send(&reply.into_response());
+            }
         }
     }
 
@@ -418,28 +374,18 @@ impl Core {
     }
 }
 
-/// Opens a gRPC stream for a unary call and sends its one message. The deadline also travels
-/// as `grpc-timeout`, so the upstream can stop working on an answer nobody will read.
+/// Opens a gRPC stream for a unary call and sends its one message, with the deadline as
+/// `grpc-timeout`.
 fn open_call(call: &UpstreamCall) -> Result<u32, Status> {
-    let tool = &call.tool;
-    let timeout = grpc_timeout(tool.timeout);
-    let mut metadata: Vec<(&str, &[u8])> = call
-        .metadata
-        .iter()
-        .map(|(name, value)| (name.as_str(), value.as_bytes()))
-        .collect();
+    let timeout = call.grpc_timeout();
+    let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(name, value)| (name, value.as_bytes())).collect();
     metadata.push(("grpc-timeout", timeout.as_bytes()));
-    let token = hostcalls::open_grpc_stream(&tool.cluster, tool.service_name(), tool.method_name(), metadata)?;
-    if let Err(status) = hostcalls::send_grpc_stream_message(token, Some(&call.message), true) {
+    let token = hostcalls::open_grpc_stream(call.cluster(), call.service(), call.method(), metadata)?;
+    if let Err(status) = hostcalls::send_grpc_stream_message(token, Some(call.message()), true) {
         let _ = hostcalls::cancel_grpc_stream(token);
         return Err(status);
     }
     Ok(token)
-}
-
-/// `grpc-timeout` in milliseconds (at most 8 digits, as the gRPC spec allows).
-fn grpc_timeout(timeout: Duration) -> String {
-    format!("{}m", timeout.as_millis().min(99_999_999))
 }
 
 /// All the headers the MCP endpoint reads, from one host call (duplicates stay visible). A

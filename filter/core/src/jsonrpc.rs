@@ -2,13 +2,12 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::strict_json::{self, DuplicateKey, ParseError};
+use crate::unique_keys::{self, DuplicateKey, ParseError};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
-pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// MCP 2026-07-28: the requested protocol version is not served.
@@ -29,9 +28,7 @@ pub enum Incoming {
         method: String,
         params: Option<Value>,
     },
-    Notification {
-        method: String,
-    },
+    Notification,
     /// A client's answer to a server request. This server sends none.
     Response,
 }
@@ -82,7 +79,7 @@ pub struct Parsed {
 
 /// Reads a POST body as JSON: one message or a batch, nested at most `max_depth` deep.
 pub fn parse_body(bytes: &[u8], max_depth: usize) -> Result<Parsed, RpcError> {
-    let (value, duplicate) = match strict_json::parse(bytes, max_depth) {
+    let (value, duplicate) = match unique_keys::parse(bytes, max_depth) {
         Ok(value) => (value, None),
         Err(ParseError::Syntax(error)) => return Err(parse_error(&error)),
         Err(ParseError::TooDeep) => {
@@ -129,7 +126,7 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
         ));
     }
     match (object.remove("method"), id) {
-        (Some(Value::String(method)), None) => Ok(Incoming::Notification { method }),
+        (Some(Value::String(_)), None) => Ok(Incoming::Notification),
         (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Incoming::Request {
             id,
             method,
@@ -180,10 +177,6 @@ pub fn success_raw(id: &Value, result_json: &str) -> Vec<u8> {
     body
 }
 
-pub fn success(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
-}
-
 pub fn encode(value: &Value) -> Vec<u8> {
     // Serializing a `Value` cannot fail: its map keys are always strings.
     serde_json::to_vec(value).unwrap_or_default()
@@ -220,9 +213,7 @@ mod tests {
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
-            Incoming::Notification {
-                method: "notifications/initialized".into()
-            }
+            Incoming::Notification
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap(),

@@ -9,10 +9,11 @@ use proptest::prelude::*;
 use prost::Message;
 use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescriptor, Value};
 use serde_json::Value as Json;
-use switchblade_filter::descriptors::embedded_pool;
-use switchblade_filter::docs::Docs;
-use switchblade_filter::schema::{message_schema, Direction};
-use switchblade_filter::transcode::{encode_arguments, render_response};
+use switchblade_core::descriptors::embedded_pool;
+use switchblade_core::docs::Docs;
+use switchblade_core::proto_json::schema::message_schema;
+use switchblade_core::proto_json::transcode::{encode_arguments, render_response};
+use switchblade_core::proto_json::Direction;
 
 const MESSAGES: [&str; 5] = [
     "test.kitchensink.v1.Everything",

@@ -16,7 +16,7 @@ use prost_types::{
     ServiceDescriptorProto,
 };
 use serde_json::{json, Value};
-use switchblade_filter::server::Server;
+use switchblade_core::server::Server;
 
 const METHODS: usize = 1000;
 const CHAIN: usize = 300;
@@ -132,7 +132,7 @@ fn a_thousand_methods_deep_chains_and_cycles_build_on_a_small_stack() {
                 .catalog()
                 .get("ScaleService_Deep")
                 .map(|tool| tool.definition.clone());
-            Ok::<_, String>((server.catalog().len(), elapsed, deep))
+            Ok::<_, String>((server.catalog().tool_count(), elapsed, deep))
         })
         .unwrap()
         .join()

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::{env, fs, io};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let proto_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto");
+    let proto_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
     println!("cargo:rerun-if-changed={}", proto_root.display());
 
     let mut files = Vec::new();

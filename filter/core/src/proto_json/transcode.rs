@@ -5,6 +5,8 @@ use prost::Message;
 use prost_reflect::{DeserializeOptions, DynamicMessage, MessageDescriptor, SerializeOptions};
 use serde_json::Value;
 
+use super::json_type;
+
 /// Why arguments were refused: where in the arguments, and what was wrong there.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ArgumentError {
@@ -62,17 +64,6 @@ pub fn render_response(message: &MessageDescriptor, bytes: &[u8]) -> Result<Stri
     // serde_json writes only valid UTF-8.
     String::from_utf8(json)
         .map_err(|error| ResponseError(format!("cannot render {} as JSON: {error}", message.full_name())))
-}
-
-pub fn json_type(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
-use crate::protocol::{Era, SERVER_INFO_META};
+use crate::eras::{Era, SERVER_INFO_META};
 
 /// Every page of the tool list, ready to send.
 #[derive(Debug)]
@@ -60,10 +60,6 @@ impl ToolsListPages {
             Era::Legacy(_) => &page.legacy,
             Era::Modern => &page.modern,
         })
-    }
-
-    pub fn page_count(&self) -> usize {
-        self.pages.len()
     }
 }
 
@@ -153,7 +149,7 @@ mod tests {
     #[test]
     fn cursors_walk_every_page_in_order() {
         let pages = pages(2);
-        assert_eq!(pages.page_count(), 2);
+        assert_eq!(pages.pages.len(), 2);
         let first: Value = serde_json::from_str(pages.result(Era::Modern, None).unwrap()).unwrap();
         assert_eq!(names(&first), ["CatalogService_Search", "CatalogService_GetItem"]);
         let cursor = first["nextCursor"].as_str().unwrap();

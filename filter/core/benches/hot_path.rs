@@ -12,9 +12,10 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use serde_json::Value;
-use switchblade_filter::http::McpHeaders;
-use switchblade_filter::server::{GrpcReply, McpRequest, Outcome, Server};
-use switchblade_filter::transcode::encode_arguments;
+use switchblade_core::http::McpHeaders;
+use switchblade_core::proto_json::transcode::encode_arguments;
+use switchblade_core::server::{McpRequest, Outcome, Server};
+use switchblade_core::upstream::{CallEnd, GrpcReply};
 
 const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
 const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
@@ -65,7 +66,10 @@ fn main() {
         headers: &headers,
         body: REQUEST,
     }) {
-        Outcome::Await(reply, calls) => (reply, calls),
+        Outcome::Await(mut reply) => {
+            let calls = reply.take_calls_to_start();
+            (reply, calls)
+        }
         Outcome::Respond(answer) => panic!("no call: {}", String::from_utf8_lossy(&answer.body)),
     };
 
@@ -75,11 +79,11 @@ fn main() {
     let (_, calls) = plan();
     let reply_half = time(|| {
         let (mut pending, _) = plan();
-        server.complete(&mut pending, &calls[0], reply);
+        server.file(&mut pending, &calls[0], CallEnd::Replied(reply));
         black_box(pending.into_response());
     }) - request_half;
     let (mut pending, _) = plan();
-    server.complete(&mut pending, &calls[0], reply);
+    server.file(&mut pending, &calls[0], CallEnd::Replied(reply));
     let answer: Value = serde_json::from_slice(&pending.into_response().body).unwrap();
     assert_eq!(answer["result"]["structuredContent"]["name"], "Switchblade multitool");
     let anchor = time(|| {

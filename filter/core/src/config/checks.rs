@@ -1,0 +1,169 @@
+//! The checks a configuration must pass before a catalog is built from it: each names the key
+//! at fault and what to write instead.
+
+use super::{ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE};
+
+/// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
+/// MCP routing headers, which describe the MCP request and not the gRPC one.
+const RESERVED_METADATA: [&str; 9] = [
+    "content-type",
+    "content-length",
+    "te",
+    "host",
+    "connection",
+    "user-agent",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+];
+
+impl PluginConfig {
+    /// Every check that needs no descriptors (those run when the catalog is built).
+    pub(super) fn check(&self) -> Result<(), ConfigError> {
+        if !self.mcp_path.starts_with('/') || self.mcp_path.contains(['?', '#']) {
+            return Err(ConfigError(format!(
+                "at `mcp_path`: {:?} is not a plain absolute path; use something like \"/mcp\"",
+                self.mcp_path
+            )));
+        }
+        if !(1..=MAX_PAGE_SIZE).contains(&self.tools_list.page_size) {
+            return Err(ConfigError(format!(
+                "at `tools_list.page_size`: {} is not between 1 and {MAX_PAGE_SIZE}",
+                self.tools_list.page_size
+            )));
+        }
+        let limits = &self.limits;
+        let sizes = [
+            ("max_request_bytes", limits.max_request_bytes),
+            ("max_request_message_bytes", limits.max_request_message_bytes),
+            ("max_response_bytes", limits.max_response_bytes),
+        ];
+        if let Some((key, _)) = sizes.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError(format!("at `limits.{key}`: must be greater than 0")));
+        }
+        if !(1..=MAX_JSON_DEPTH).contains(&limits.max_json_depth) {
+            return Err(ConfigError(format!(
+                "at `limits.max_json_depth`: {} is not between 1 and {MAX_JSON_DEPTH}",
+                limits.max_json_depth
+            )));
+        }
+        if self.services.is_empty() {
+            return Err(ConfigError(
+                "at `services`: no services; map at least one fully qualified gRPC service name to its cluster".into(),
+            ));
+        }
+        for (name, service) in self.services.iter() {
+            check_service(name, service)?;
+        }
+        for (selector, tool) in &self.tools {
+            if tool.timeout_ms == Some(0) {
+                return Err(ConfigError(format!(
+                    "at `tools.{selector}.timeout_ms`: must be greater than 0"
+                )));
+            }
+        }
+        for (index, origin) in self.allowed_origins.iter().enumerate() {
+            if origin != "*" && !is_origin(origin) {
+                return Err(ConfigError(format!(
+                    "at `allowed_origins[{index}]`: {origin:?} is not an origin; write scheme://host[:port], like \"https://chat.example.com\", or \"*\""
+                )));
+            }
+        }
+        for (index, host) in self.allowed_hosts.iter().enumerate() {
+            if host.is_empty() || host.contains(['/', ' ']) || host != &host.to_ascii_lowercase() {
+                return Err(ConfigError(format!(
+                    "at `allowed_hosts[{index}]`: {host:?} is not a lowercase host[:port], like \"mcp.example.com\" or \"127.0.0.1:10000\""
+                )));
+            }
+        }
+        for (index, header) in self.forward_headers.iter().enumerate() {
+            check_metadata_key(header)
+                .map_err(|problem| ConfigError(format!("at `forward_headers[{index}]`: {problem}")))?;
+            if self.forward_headers[..index].contains(header) {
+                return Err(ConfigError(format!(
+                    "at `forward_headers[{index}]`: {header:?} is listed twice"
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError> {
+    let at = |key: &str| format!("at `services.{name}.{key}`");
+    if service.cluster.trim().is_empty() {
+        return Err(ConfigError(format!(
+            "{}: empty; give the name of the Envoy cluster that serves {name}",
+            at("cluster")
+        )));
+    }
+    if service.timeout_ms == 0 {
+        return Err(ConfigError(format!("{}: must be greater than 0", at("timeout_ms"))));
+    }
+    match (service.expose, service.methods.is_empty()) {
+        (Exposure::Selected, true) => {
+            return Err(ConfigError(format!(
+                "{}: `expose: selected` needs the methods to expose, written {name}/Method",
+                at("methods")
+            )))
+        }
+        (Exposure::All | Exposure::None, false) => {
+            return Err(ConfigError(format!(
+                "{}: methods are only read with `expose: selected`; remove them or set `expose` to \"selected\"",
+                at("methods")
+            )))
+        }
+        _ => {}
+    }
+    for (key, value) in &service.metadata {
+        check_metadata_key(key)
+            .map_err(|problem| ConfigError(format!("{}: {problem}", at(&format!("metadata.{key}")))))?;
+        if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+            return Err(ConfigError(format!(
+                "{}: metadata values must be printable ASCII",
+                at(&format!("metadata.{key}"))
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// gRPC metadata keys: lowercase `[0-9a-z_.-]`, not reserved, not pseudo-headers, not `grpc-*`,
+/// and not binary (`-bin`), since values here are text.
+fn check_metadata_key(key: &str) -> Result<(), String> {
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"-_.".contains(&b))
+    {
+        return Err(format!("{key:?} is not a lowercase header name ([0-9a-z_.-])"));
+    }
+    if key.starts_with("grpc-") || key.ends_with("-bin") || RESERVED_METADATA.contains(&key) {
+        return Err(format!(
+            "{key:?} is reserved for the HTTP/2 and gRPC protocols and cannot be forwarded or set"
+        ));
+    }
+    Ok(())
+}
+
+/// `scheme://host[:port]`, lowercase, with nothing after the authority.
+fn is_origin(origin: &str) -> bool {
+    origin.split_once("://").is_some_and(|(scheme, authority)| {
+        !scheme.is_empty()
+            && !authority.is_empty()
+            && !authority.contains(['/', '?', '#', ' '])
+            && origin == origin.to_ascii_lowercase()
+    })
+}
+
+/// `package.Service/Method`, split.
+pub fn parse_selector(selector: &str) -> Option<(&str, &str)> {
+    let (service, method) = selector.split_once('/')?;
+    let valid = |part: &str| {
+        !part.is_empty()
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
+    };
+    (valid(service) && valid(method) && !method.contains('.')).then_some((service, method))
+}

@@ -1,0 +1,257 @@
+//! The plugin configuration: the JSON in the Wasm filter's `configuration` field.
+//!
+//! Parsing is strict (unknown keys are refused) and every error names the offending key,
+//! because the only place a user sees it is one line in Envoy's log. Checks that need the
+//! descriptors (services, methods, tool names) happen when the catalog is built.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+pub const DEFAULT_MCP_PATH: &str = "/mcp";
+pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+pub const MAX_PAGE_SIZE: usize = 1000;
+pub const DEFAULT_LIST_TTL_MS: u64 = 300_000;
+
+/// The whole plugin configuration.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PluginConfig {
+    /// Path of the MCP endpoint; requests to any other path pass through untouched.
+    #[serde(default = "default_mcp_path")]
+    pub mcp_path: String,
+    /// How the server introduces itself.
+    #[serde(default)]
+    pub server: ServerIdentity,
+    /// A base64 `FileDescriptorSet` with the services to expose; the embedded demo set if absent.
+    #[serde(default)]
+    pub descriptor_set: Option<String>,
+    /// Fully qualified service name → how to expose it. Tools keep this order.
+    pub services: OrderedMap<ServiceConfig>,
+    /// Per-tool overrides, keyed by method selector (`package.Service/Method`).
+    #[serde(default)]
+    pub tools: BTreeMap<String, ToolOverride>,
+    /// Request headers forwarded to the upstream as gRPC metadata (lowercase names).
+    #[serde(default)]
+    pub forward_headers: Vec<String>,
+    /// Browser origins allowed to call (`scheme://host[:port]`, or `*`). A request with any
+    /// other `Origin` is refused; one without `Origin` (not a browser) is not.
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// If set, the only `Host` (`:authority`) values served: DNS rebinding points a foreign
+    /// name at this address, and its requests carry that name.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    /// How `tools/list` pages and how long clients may cache it.
+    #[serde(default)]
+    pub tools_list: ToolsListConfig,
+    /// Sizes and depths past which input and output are refused.
+    #[serde(default)]
+    pub limits: Limits,
+}
+
+/// Bounds on what one request may cost.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct Limits {
+    /// Largest MCP request body, in bytes (HTTP 413 past it). Keep it below Envoy's buffer
+    /// limit for the listener (`per_connection_buffer_limit_bytes`, 1 MiB by default), or
+    /// Envoy answers first, in plain text.
+    pub max_request_bytes: usize,
+    /// Deepest JSON nesting accepted in a request body (at most 100).
+    pub max_json_depth: usize,
+    /// Largest request message sent upstream (the encoded tool arguments), in bytes.
+    pub max_request_message_bytes: usize,
+    /// Largest response message accepted from upstream, in bytes.
+    pub max_response_bytes: usize,
+}
+
+/// Below serde_json's own recursion limit (128), so that this limit is the one that answers.
+pub const MAX_JSON_DEPTH: usize = 100;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_request_bytes: 256 * 1024,
+            max_json_depth: MAX_JSON_DEPTH,
+            max_request_message_bytes: 1024 * 1024,
+            max_response_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+mod checks;
+mod ordered_map;
+
+pub use checks::parse_selector;
+pub use ordered_map::OrderedMap;
+
+/// The `serverInfo` and `instructions` the server introduces itself with.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ServerIdentity {
+    pub name: Option<String>,
+    pub version: Option<String>,
+    pub title: Option<String>,
+    pub instructions: Option<String>,
+}
+
+/// Which methods of a service become tools.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Exposure {
+    /// Every unary method (streaming ones are skipped, with a log line each).
+    #[default]
+    All,
+    /// Only the methods listed in `methods`.
+    Selected,
+    /// None: the service is configured but hidden.
+    None,
+}
+
+/// One gRPC service to expose.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceConfig {
+    /// Name of the Envoy cluster (HTTP/2) that serves it.
+    pub cluster: String,
+    #[serde(default)]
+    pub expose: Exposure,
+    /// Method selectors (`package.Service/Method`) for `expose: selected`.
+    #[serde(default)]
+    pub methods: Vec<String>,
+    /// Deadline for each call, in milliseconds; sent upstream as the gRPC deadline.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+    /// gRPC metadata sent with every call to this service.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// What a tool shows of itself, instead of what the descriptors say.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct ToolOverride {
+    pub name: Option<String>,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// MCP tool annotations (hints for clients, never authorization).
+    pub annotations: Option<Annotations>,
+    pub timeout_ms: Option<u64>,
+}
+
+/// MCP tool annotations.
+#[derive(Debug, Clone, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Annotations {
+    pub title: Option<String>,
+    pub read_only_hint: Option<bool>,
+    pub destructive_hint: Option<bool>,
+    pub idempotent_hint: Option<bool>,
+    pub open_world_hint: Option<bool>,
+}
+
+impl Annotations {
+    /// The annotations object, with only the hints that are set.
+    pub fn to_json(&self) -> Map<String, Value> {
+        let mut map = Map::new();
+        if let Some(title) = &self.title {
+            map.insert("title".into(), Value::String(title.clone()));
+        }
+        let hints = [
+            ("readOnlyHint", self.read_only_hint),
+            ("destructiveHint", self.destructive_hint),
+            ("idempotentHint", self.idempotent_hint),
+            ("openWorldHint", self.open_world_hint),
+        ];
+        for (key, hint) in hints {
+            if let Some(hint) = hint {
+                map.insert(key.into(), Value::Bool(hint));
+            }
+        }
+        map
+    }
+}
+
+/// `tools/list` paging and caching hints.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsListConfig {
+    /// Tools per page; longer lists are paged with opaque cursors.
+    #[serde(default = "default_page_size")]
+    pub page_size: usize,
+    /// `ttlMs` of `tools/list` and `server/discover` results (2026-07-28 clients cache them).
+    #[serde(default = "default_list_ttl_ms")]
+    pub ttl_ms: u64,
+}
+
+impl Default for ToolsListConfig {
+    fn default() -> Self {
+        ToolsListConfig {
+            page_size: DEFAULT_PAGE_SIZE,
+            ttl_ms: DEFAULT_LIST_TTL_MS,
+        }
+    }
+}
+
+fn default_page_size() -> usize {
+    DEFAULT_PAGE_SIZE
+}
+
+fn default_list_ttl_ms() -> u64 {
+    DEFAULT_LIST_TTL_MS
+}
+
+fn default_mcp_path() -> String {
+    DEFAULT_MCP_PATH.to_owned()
+}
+
+fn default_timeout_ms() -> u64 {
+    DEFAULT_TIMEOUT_MS
+}
+
+/// A configuration the filter refuses, with the key at fault and what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError(pub String);
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+impl PluginConfig {
+    /// Parses and checks the configuration bytes Envoy hands to `on_configure`.
+    pub fn parse(bytes: &[u8]) -> Result<Self, ConfigError> {
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(ConfigError(
+                "the plugin configuration is empty; set the Wasm filter's `configuration` to a JSON object with at least `services`".into(),
+            ));
+        }
+        let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+        let config: PluginConfig = serde_path_to_error::deserialize(&mut deserializer).map_err(|error| {
+            let path = error.path().to_string();
+            if path == "." || path == "?" {
+                ConfigError(format!(
+                    "the configuration is not valid JSON for this filter: {}",
+                    error.inner()
+                ))
+            } else {
+                ConfigError(format!("at `{path}`: {}", error.inner()))
+            }
+        })?;
+        deserializer
+            .end()
+            .map_err(|error| ConfigError(format!("trailing characters after the configuration JSON: {error}")))?;
+        config.check()?;
+        Ok(config)
+    }
+}
+
+#[cfg(test)]
+mod tests;

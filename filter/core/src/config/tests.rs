@@ -1,0 +1,197 @@
+use super::*;
+
+fn parse(json: &str) -> Result<PluginConfig, String> {
+    PluginConfig::parse(json.as_bytes()).map_err(|e| e.0)
+}
+
+#[test]
+fn minimal_config_gets_defaults() {
+    let config = parse(r#"{"services":{"a.B":{"cluster":"c"}}}"#).unwrap();
+    assert_eq!(config.mcp_path, "/mcp");
+    let (name, service) = config.services.iter().next().unwrap();
+    assert_eq!(
+        (name, service.expose, service.timeout_ms),
+        ("a.B", Exposure::All, DEFAULT_TIMEOUT_MS)
+    );
+    assert_eq!(config.server, ServerIdentity::default());
+    assert_eq!(
+        config.tools_list,
+        ToolsListConfig {
+            page_size: 100,
+            ttl_ms: 300_000
+        }
+    );
+    assert!(config.descriptor_set.is_none() && config.forward_headers.is_empty() && config.tools.is_empty());
+}
+
+#[test]
+fn services_keep_their_order() {
+    let config = parse(r#"{"services":{"z.Z":{"cluster":"c"},"a.A":{"cluster":"c"},"m.M":{"cluster":"c"}}}"#).unwrap();
+    let names: Vec<&str> = config.services.iter().map(|(name, _)| name).collect();
+    assert_eq!(names, ["z.Z", "a.A", "m.M"]);
+}
+
+#[test]
+fn full_config_parses() {
+    let config = parse(
+        r#"{"descriptor_set":"AA==","forward_headers":["authorization","x-request-id"],
+            "services":{"a.B":{"cluster":"c","expose":"selected","methods":["a.B/Get"],"timeout_ms":5,"metadata":{"x-tenant":"t1"}}},
+            "tools":{"a.B/Get":{"name":"get","title":"Get","description":"d","timeout_ms":7,"annotations":{"readOnlyHint":true,"openWorldHint":false}}}}"#,
+    )
+    .unwrap();
+    let tool = &config.tools["a.B/Get"];
+    assert_eq!(tool.name.as_deref(), Some("get"));
+    assert_eq!(
+        Value::Object(tool.annotations.as_ref().unwrap().to_json()),
+        serde_json::json!({"readOnlyHint": true, "openWorldHint": false})
+    );
+}
+
+#[test]
+fn unknown_keys_and_wrong_types_are_named_with_their_path() {
+    let error = parse(r#"{"services":{"a.B":{"clustr":"c"}}}"#).unwrap_err();
+    assert!(
+        error.starts_with("at `services.a.B.clustr`: unknown field `clustr`"),
+        "{error}"
+    );
+    let error = parse(r#"{"services":{"a.B":{"cluster":"c","timeout_ms":"5s"}}}"#).unwrap_err();
+    assert!(
+        error.starts_with("at `services.a.B.timeout_ms`: invalid type"),
+        "{error}"
+    );
+    let error = parse(r#"{"services":{"a.B":{"cluster":"c","expose":"some"}}}"#).unwrap_err();
+    assert!(
+        error
+            .starts_with("at `services.a.B.expose`: unknown variant `some`, expected one of `all`, `selected`, `none`"),
+        "{error}"
+    );
+    let error = parse(r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"nam":"x"}}}"#).unwrap_err();
+    assert!(
+        error.starts_with("at `tools.a.B/X.nam`: unknown field `nam`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn refuses_empty_and_missing_services() {
+    assert!(parse("").unwrap_err().contains("configuration is empty"));
+    assert_eq!(
+        parse("{}").unwrap_err(),
+        "the configuration is not valid JSON for this filter: missing field `services` at line 1 column 2"
+    );
+    assert_eq!(
+        parse("{").unwrap_err(),
+        "the configuration is not valid JSON for this filter: EOF while parsing an object at line 1 column 1"
+    );
+    assert!(parse(r#"{"services":{}}"#)
+        .unwrap_err()
+        .starts_with("at `services`: no services"));
+    assert!(parse(r#"{"services":[]}"#)
+        .unwrap_err()
+        .starts_with("at `services`: invalid type: sequence"));
+    let twice = parse(r#"{"services":{"a.B":{"cluster":"c"},"a.B":{"cluster":"d"}}}"#).unwrap_err();
+    assert!(twice.contains("a.B is listed twice"), "{twice}");
+}
+
+#[test]
+fn refuses_bad_values() {
+    let cases = [
+        (
+            r#"{"mcp_path":"mcp","services":{"a.B":{"cluster":"c"}}}"#,
+            "at `mcp_path`",
+        ),
+        (
+            r#"{"tools_list":{"page_size":0},"services":{"a.B":{"cluster":"c"}}}"#,
+            "at `tools_list.page_size`: 0 is not between 1 and 1000",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":" "}}}"#,
+            "at `services.a.B.cluster`: empty",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","timeout_ms":0}}}"#,
+            "at `services.a.B.timeout_ms`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","expose":"selected"}}}"#,
+            "at `services.a.B.methods`: `expose: selected` needs the methods",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","methods":["a.B/X"]}}}"#,
+            "at `services.a.B.methods`: methods are only read with `expose: selected`",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"X-Up":"1"}}}}"#,
+            "at `services.a.B.metadata.X-Up`: \"X-Up\" is not a lowercase header name",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"grpc-timeout":"1S"}}}}"#,
+            "is reserved",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"x":"caf\u00e9"}}}}"#,
+            "metadata values must be printable ASCII",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":[":path"]}"#,
+            "at `forward_headers[0]`: \":path\" is not a lowercase header name",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["content-type"]}"#,
+            "at `forward_headers[0]`: \"content-type\" is reserved",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["x-a","x-a"]}"#,
+            "at `forward_headers[1]`: \"x-a\" is listed twice",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"timeout_ms":0}}}"#,
+            "at `tools.a.B/X.timeout_ms`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"allowed_origins":["chat.example.com"]}"#,
+            "at `allowed_origins[0]`: \"chat.example.com\" is not an origin",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"allowed_origins":["https://x.com/app"]}"#,
+            "at `allowed_origins[0]`",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_json_depth":500}}"#,
+            "at `limits.max_json_depth`: 500 is not between 1 and 100",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_response_bytes":0}}"#,
+            "at `limits.max_response_bytes`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"allowed_hosts":["MCP.example.com"]}"#,
+            "at `allowed_hosts[0]`: \"MCP.example.com\" is not a lowercase host[:port]",
+        ),
+    ];
+    for (json, expected) in cases {
+        let error = parse(json).unwrap_err();
+        assert!(
+            error.starts_with(expected) || error.contains(expected),
+            "{json}: {error}"
+        );
+    }
+}
+
+#[test]
+fn refuses_trailing_garbage() {
+    let error = parse(r#"{"services":{"a.B":{"cluster":"c"}}} x"#).unwrap_err();
+    assert!(error.contains("trailing characters"), "{error}");
+}
+
+#[test]
+fn selectors() {
+    assert_eq!(
+        parse_selector("demo.catalog.v1.CatalogService/GetItem"),
+        Some(("demo.catalog.v1.CatalogService", "GetItem"))
+    );
+    assert_eq!(parse_selector("Svc/M"), Some(("Svc", "M")));
+    for bad in ["", "a.B", "a.B/", "/M", "a.B/M/N", "a.B/M.x", "a B/M"] {
+        assert_eq!(parse_selector(bad), None, "{bad}");
+    }
+}

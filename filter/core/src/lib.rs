@@ -1,0 +1,28 @@
+//! Switchblade's core: everything the filter does, with no host calls. It reads the plugin
+//! configuration, builds the tool catalog and its JSON Schemas, answers MCP JSON-RPC in both
+//! protocol eras, checks and transcodes tool arguments, and turns upstream gRPC replies into
+//! tool results. A host adapter (the proxy-wasm filter in `filter/wasm`) moves bytes between
+//! Envoy and [`server::Server`], and makes the calls the server asks for.
+//!
+//! Where to edit:
+//! - a new MCP method: [`server::methods`];
+//! - a new proto-to-JSON rule: [`proto_json`] (the one table the schemas, the gate and the
+//!   error wording read);
+//! - the upstream call path: [`upstream`].
+
+pub mod catalog;
+pub mod config;
+pub mod descriptors;
+pub mod docs;
+pub mod http;
+pub mod proto_json;
+pub mod server;
+pub mod upstream;
+
+mod eras;
+mod grpc_status;
+mod jsonrpc;
+mod status_details;
+mod tools_list;
+mod unique_keys;
+mod wrapped_root;

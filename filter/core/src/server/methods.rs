@@ -1,0 +1,144 @@
+//! The method table: which MCP methods each protocol era serves, and their answers. A new
+//! method is one line in [`Server::handle_request`] and, if it needs one, a function here.
+
+use serde_json::{json, Map, Value};
+
+use super::reply::Answer;
+use super::{Handled, RequestContext, Server};
+use crate::eras::{check_modern_request, supported_versions, Era, LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META};
+use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::proto_json::json_type;
+
+impl Server {
+    pub(super) fn handle_message(&self, context: &RequestContext<'_>, message: Value, slot: usize) -> Handled {
+        let era = context.era;
+        let incoming = match jsonrpc::classify(message) {
+            Ok(incoming) => incoming,
+            Err(error) => return Handled::Answer(Answer::error(era, &error)),
+        };
+        match incoming {
+            Incoming::Notification => Handled::Nothing,
+            Incoming::Response if era == Era::Modern => Handled::Answer(Answer::error(
+                era,
+                &RpcError::new(
+                    &Value::Null,
+                    INVALID_REQUEST,
+                    format!(
+                        "Invalid Request: clients do not send JSON-RPC responses in protocol version {MODERN_VERSION}"
+                    ),
+                ),
+            )),
+            Incoming::Response => Handled::Nothing,
+            Incoming::Request { id, method, params } => {
+                match self.handle_request(context, &id, &method, params, slot) {
+                    Ok(handled) => handled,
+                    Err(error) => Handled::Answer(Answer::error(era, &error)),
+                }
+            }
+        }
+    }
+
+    fn handle_request(
+        &self,
+        context: &RequestContext<'_>,
+        id: &Value,
+        method: &str,
+        params: Option<Value>,
+        slot: usize,
+    ) -> Result<Handled, RpcError> {
+        let era = context.era;
+        let params = match params {
+            None => Map::new(),
+            Some(Value::Object(params)) => params,
+            Some(other) => {
+                let message = format!("Invalid params: `params` must be an object, got {}", json_type(&other));
+                return Err(RpcError::new(id, INVALID_PARAMS, message));
+            }
+        };
+        if era == Era::Modern {
+            check_modern_request(id, method, &params, context.headers)?;
+        }
+        let answer = match (era, method) {
+            (Era::Legacy(_), "initialize") if context.batch => {
+                return Err(RpcError::new(
+                    id,
+                    INVALID_REQUEST,
+                    "Invalid Request: initialize must not be part of a JSON-RPC batch",
+                ))
+            }
+            (Era::Legacy(_), "initialize") => Answer::raw(id, &self.initialize(&params).to_string()),
+            (Era::Legacy(_), "ping") => Answer::raw(id, "{}"),
+            (Era::Modern, "server/discover") => Answer::raw(id, &self.discover_result),
+            (_, "tools/list") => self.tools_list(era, id, &params)?,
+            (_, "tools/call") => return self.call_tool(context, id, &params, slot),
+            _ => return Err(method_not_found(era, id, method)),
+        };
+        Ok(Handled::Answer(answer))
+    }
+
+    fn initialize(&self, params: &Map<String, Value>) -> Value {
+        let requested = params.get("protocolVersion").and_then(Value::as_str);
+        let version = requested
+            .and_then(|requested| LEGACY_VERSIONS.iter().find(|known| **known == requested))
+            .copied()
+            .unwrap_or(LEGACY_VERSIONS[0]);
+        let mut result = json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": self.server_info,
+        });
+        if let (Some(instructions), Value::Object(map)) = (&self.instructions, &mut result) {
+            map.insert("instructions".into(), json!(instructions));
+        }
+        result
+    }
+
+    fn tools_list(&self, era: Era, id: &Value, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+        let cursor = match params.get("cursor") {
+            None | Some(Value::Null) => None,
+            Some(Value::String(cursor)) => Some(cursor.as_str()),
+            Some(other) => {
+                let message = format!("Invalid params: `cursor` must be a string, got {}", json_type(other));
+                return Err(RpcError::new(id, INVALID_PARAMS, message));
+            }
+        };
+        let result = self.tools_list.result(era, cursor).map_err(|_| {
+            RpcError::new(
+                id,
+                INVALID_PARAMS,
+                "Invalid params: this cursor was not issued for the current tool list; list again without a cursor",
+            )
+        })?;
+        Ok(Answer::raw(id, result))
+    }
+}
+
+/// The `server/discover` result, rendered once per configuration.
+pub(super) fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64) -> String {
+    let mut result = json!({
+        "resultType": "complete",
+        "supportedVersions": supported_versions(),
+        "capabilities": {"tools": {}},
+        "ttlMs": ttl_ms,
+        "cacheScope": "public",
+        "_meta": { SERVER_INFO_META: server_info },
+    });
+    if let (Some(instructions), Value::Object(map)) = (instructions, &mut result) {
+        map.insert("instructions".into(), json!(instructions));
+    }
+    result.to_string()
+}
+
+fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
+    let message = match (era, method) {
+        (Era::Modern, "initialize" | "ping" | "logging/setLevel") => format!(
+            "Method not found: {method} is not part of protocol version {MODERN_VERSION} (handshake-era versions served: {})",
+            LEGACY_VERSIONS.join(", ")
+        ),
+        (Era::Modern, "subscriptions/listen") => "Method not found: subscriptions/listen is not served; \
+             the tool list changes only when Envoy reconfigures the filter, so list again after ttlMs"
+            .to_owned(),
+        _ => format!("Method not found: {method}"),
+    };
+    RpcError::new(id, METHOD_NOT_FOUND, message)
+}

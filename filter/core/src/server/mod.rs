@@ -1,0 +1,243 @@
+//! The MCP server of one configuration. A POST to the MCP path goes through four stages, each
+//! in a module of its own:
+//!
+//! 1. HTTP admission: who may call, content negotiation, size ([`crate::http::admit`]);
+//! 2. the envelope: one JSON-RPC message or a batch, and the protocol era it speaks (here);
+//! 3. the method table: each message's answer, or an upstream call ([`methods`], and
+//!    [`tool_call`] for `tools/call`);
+//! 4. the reply: answers and tool results assembled as calls return ([`reply`],
+//!    [`tool_result`]).
+//!
+//! Pure: the host adapter feeds it headers and body bytes, makes the calls it asks for, and
+//! hands back how each ended ([`crate::upstream`]).
+
+pub mod methods;
+pub mod reply;
+pub mod tool_call;
+pub mod tool_result;
+
+use prost_reflect::DescriptorPool;
+use serde_json::{json, Map, Value};
+
+use crate::catalog::Catalog;
+use crate::config::{ConfigError, Limits, PluginConfig};
+use crate::descriptors::{configured_pool, embedded_pool};
+use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
+use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
+use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
+use crate::proto_json::transcode::ArgumentError;
+use crate::status_details::StatusDetails;
+use crate::tools_list::ToolsListPages;
+use crate::upstream::UpstreamCall;
+pub use reply::Reply;
+use reply::{refuse_batch, respond_error, Answer};
+use tool_call::argument_duplicate;
+
+/// A POST to the MCP path.
+#[derive(Debug, Clone, Copy)]
+pub struct McpRequest<'a> {
+    pub headers: &'a McpHeaders,
+    pub body: &'a [u8],
+}
+
+/// What to do with a request.
+#[derive(Debug)]
+pub enum Outcome {
+    Respond(HttpResponse),
+    /// Make the reply's calls; it is complete when each has ended.
+    Await(Reply),
+}
+
+/// One configuration's MCP server, built once per configuration and shared by every request
+/// (and, in a native host, every worker thread).
+#[derive(Debug)]
+pub struct Server {
+    mcp_path: String,
+    catalog: Catalog,
+    server_info: Value,
+    /// The modern era's `_meta` of every tool result, rendered once.
+    result_meta: String,
+    instructions: Option<String>,
+    tools_list: ToolsListPages,
+    /// The `server/discover` result, rendered once.
+    discover_result: String,
+    /// Request headers sent upstream as gRPC metadata.
+    forward_headers: Vec<String>,
+    /// Renders error details; decoded with the embedded `google.rpc` messages.
+    status_details: Option<StatusDetails>,
+    /// Who may call (Origin and Host allowlists).
+    callers: CallerPolicy,
+    limits: Limits,
+}
+
+/// What every message of one POST shares.
+struct RequestContext<'a> {
+    era: Era,
+    batch: bool,
+    headers: &'a McpHeaders,
+    /// A key given twice inside a single request's `params.arguments`: the tool call is
+    /// refused like any other bad argument, naming the path.
+    duplicate_argument: Option<ArgumentError>,
+}
+
+/// What one message of a body turns into.
+enum Handled {
+    /// Nothing to answer (a notification, or a client's response).
+    Nothing,
+    Answer(Answer),
+    Call(UpstreamCall),
+}
+
+impl Server {
+    /// Builds the server from the plugin configuration bytes, with the configuration's own
+    /// descriptor set or the embedded one.
+    pub fn from_config_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
+        let config = PluginConfig::parse(bytes)?;
+        let pool = configured_pool(config.descriptor_set.as_deref())?;
+        Self::new(&config, &pool)
+    }
+
+    pub fn new(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
+        let catalog = Catalog::build(config, pool)?;
+        let identity = &config.server;
+        let mut server_info = Map::new();
+        server_info.insert("name".into(), json!(identity.name.as_deref().unwrap_or("switchblade")));
+        server_info.insert(
+            "version".into(),
+            json!(identity.version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION"))),
+        );
+        if let Some(title) = &identity.title {
+            server_info.insert("title".into(), json!(title));
+        }
+        let server_info = Value::Object(server_info);
+        let list = &config.tools_list;
+        let tools_list = ToolsListPages::render(&catalog, list.page_size, list.ttl_ms, &server_info);
+        let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
+        Ok(Server {
+            mcp_path: config.mcp_path.clone(),
+            catalog,
+            result_meta: json!({ SERVER_INFO_META: server_info }).to_string(),
+            server_info,
+            instructions: identity.instructions.clone(),
+            tools_list,
+            discover_result,
+            forward_headers: config.forward_headers.clone(),
+            status_details: details_pool(config, pool).and_then(StatusDetails::new),
+            limits: config.limits,
+            callers: CallerPolicy {
+                allowed_origins: config.allowed_origins.clone(),
+                allowed_hosts: config.allowed_hosts.clone(),
+            },
+        })
+    }
+
+    pub fn mcp_path(&self) -> &str {
+        &self.mcp_path
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// The request headers this configuration forwards upstream (lowercase).
+    pub fn forward_headers(&self) -> &[String] {
+        &self.forward_headers
+    }
+
+    /// Answers a POST to the MCP path, or asks for upstream calls.
+    pub fn handle(&self, request: McpRequest<'_>) -> Outcome {
+        if let Err(refusal) = admit(request.headers, request.body.len(), &self.callers, &self.limits) {
+            return Outcome::Respond(refusal);
+        }
+        match self.read_envelope(request) {
+            Ok((context, messages)) => self.plan(&context, messages),
+            Err(refusal) => refusal,
+        }
+    }
+
+    /// The body's messages, and what they share: the era, whether they came as a batch, and a
+    /// key given twice in tool arguments (any other duplicate key refuses the whole body).
+    fn read_envelope<'a>(&self, request: McpRequest<'a>) -> Result<(RequestContext<'a>, Vec<Value>), Outcome> {
+        let parsed = jsonrpc::parse_body(request.body, self.limits.max_json_depth)
+            .map_err(|error| respond_error(400, &error))?;
+        let (messages, batch) = match parsed.body {
+            Body::Single(message) => (vec![message], false),
+            Body::Batch(messages) => (messages, true),
+        };
+        // Errors before a message is read answer with its id, when there is one message.
+        let first_id = || match (batch, messages.first()) {
+            (false, Some(message)) => jsonrpc::reply_id(message.get("id")),
+            _ => Value::Null,
+        };
+        let duplicate_argument = match parsed.duplicate {
+            None => None,
+            Some(duplicate) => match argument_duplicate(&duplicate, batch) {
+                Some(error) => Some(error),
+                None => {
+                    let message = format!(
+                        "Invalid Request: duplicate key `{}` at `{}`",
+                        duplicate.key, duplicate.path
+                    );
+                    return Err(respond_error(
+                        400,
+                        &RpcError::new(&first_id(), INVALID_REQUEST, message),
+                    ));
+                }
+            },
+        };
+        let declares_modern = !batch && messages.iter().any(declares_modern_envelope);
+        let era = Era::of(request.headers.protocol_version.as_deref(), declares_modern).map_err(|error| {
+            respond_error(
+                400,
+                &RpcError {
+                    id: first_id(),
+                    ..error
+                },
+            )
+        })?;
+        if let Some(refusal) = batch.then(|| refuse_batch(era, messages.is_empty())).flatten() {
+            return Err(respond_error(400, &refusal));
+        }
+        let context = RequestContext {
+            era,
+            batch,
+            headers: request.headers,
+            duplicate_argument,
+        };
+        Ok((context, messages))
+    }
+
+    /// Each message's answer, in order; calls leave a slot in the reply for their result.
+    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>) -> Outcome {
+        let mut reply = Reply::new(context.batch, messages.len());
+        for message in messages {
+            match self.handle_message(context, message, reply.next_slot()) {
+                Handled::Nothing => {}
+                Handled::Answer(answer) => reply.answered(answer),
+                Handled::Call(call) => reply.awaiting(call),
+            }
+        }
+        if reply.has_calls() {
+            Outcome::Await(reply)
+        } else {
+            Outcome::Respond(reply.into_response())
+        }
+    }
+}
+
+/// The pool error details are decoded with: the embedded set, which has the `google.rpc`
+/// messages. Without a `descriptor_set` the catalog's pool is that set already, and decoding it
+/// again would double the start-up work of every VM.
+fn details_pool(config: &PluginConfig, pool: &DescriptorPool) -> Option<DescriptorPool> {
+    match config.descriptor_set {
+        None => Some(pool.clone()),
+        Some(_) => embedded_pool().ok(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,137 @@
+//! Tool results: how a call ended, in the words and structured content an MCP client reads.
+//! Success carries the response as JSON twice (text and `structuredContent`); any failure (a
+//! gRPC status, a response too large or undecodable, a deadline, a call never started) is a
+//! tool error worded like a gRPC status, with the upstream's error details line by line.
+
+use serde_json::Value;
+
+use super::reply::{Answer, Reply};
+use super::Server;
+use crate::catalog::Tool;
+use crate::eras::Era;
+use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE};
+use crate::jsonrpc;
+use crate::proto_json::transcode::render_response;
+use crate::upstream::{CallEnd, GrpcReply, UpstreamCall};
+use crate::wrapped_root::wrap_content;
+
+impl Server {
+    /// Files the tool result of a call that has ended into its reply.
+    pub fn file(&self, reply: &mut Reply, call: &UpstreamCall, end: CallEnd<'_>) {
+        let tool = &call.tool;
+        let outcome = match end {
+            CallEnd::Replied(grpc) => self.content_or_failure(tool, grpc),
+            CallEnd::TooLarge { size } => {
+                let limit = self.limits.max_response_bytes;
+                let message =
+                    format!("the response has {size} bytes; the limit is {limit} (limits.max_response_bytes)");
+                Err(grpc_failure_text(tool, RESOURCE_EXHAUSTED, &message))
+            }
+            CallEnd::DeadlinePassed => {
+                let message = format!("no answer within the {} ms deadline", tool.timeout.as_millis());
+                Err(grpc_failure_text(tool, DEADLINE_EXCEEDED, &message))
+            }
+            CallEnd::NotStarted { reason } => {
+                let message = format!("the call to cluster {:?} could not be started: {reason}", tool.cluster);
+                Err(grpc_failure_text(tool, UNAVAILABLE, &message))
+            }
+        };
+        let result = match &outcome {
+            Ok(content) => ToolResult::success(content),
+            Err(text) => ToolResult::error(text),
+        };
+        reply.fill(call.slot, self.tool_result(call.era, &call.request_id, &result));
+    }
+
+    /// The structured content of a successful call, as JSON text; or the words for a failure.
+    fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> Result<String, String> {
+        if grpc.status == 0 {
+            return match render_response(&tool.method.output(), grpc.body) {
+                Ok(content) => Ok(wrap_content(tool.wrap_output, content)),
+                Err(error) => Err(format!(
+                    "{} answered with a response that could not be decoded: {}",
+                    rpc_name(tool),
+                    error.0
+                )),
+            };
+        }
+        let message = grpc.message.map(readable_message).unwrap_or_default();
+        let mut text = grpc_failure_text(tool, grpc.status, &message);
+        if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
+            for line in renderer.render(details) {
+                text.push_str("\n- ");
+                text.push_str(&line);
+            }
+        }
+        Err(text)
+    }
+
+    /// A `tools/call` answer; modern results carry `resultType` and the server's identity.
+    /// Written as text: every successful call comes through here, and the structured
+    /// content is already JSON text.
+    pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
+        // Serializing a string cannot fail; this writes it quoted and escaped, without a copy.
+        let escaped_text = serde_json::to_string(result.text).unwrap_or_default();
+        let mut json = String::with_capacity(escaped_text.len() + result.structured.map_or(0, str::len) + 128);
+        json.push_str(r#"{"content":[{"type":"text","text":"#);
+        json.push_str(&escaped_text);
+        json.push_str("}]");
+        if let Some(structured) = result.structured {
+            json.push_str(r#","structuredContent":"#);
+            json.push_str(structured);
+        }
+        json.push_str(if result.structured.is_some() {
+            r#","isError":false"#
+        } else {
+            r#","isError":true"#
+        });
+        if era == Era::Modern {
+            json.push_str(r#","resultType":"complete","_meta":"#);
+            json.push_str(&self.result_meta);
+        }
+        json.push('}');
+        Answer {
+            status: 200,
+            body: jsonrpc::success_raw(id, &json),
+        }
+    }
+}
+
+fn rpc_name(tool: &Tool) -> String {
+    format!("{}/{}", tool.service_name(), tool.method_name())
+}
+
+/// `Service/Method failed with gRPC status NAME (code): message`, with a readable message
+/// (a wire `grpc-message` is decoded by the caller).
+fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
+    let mut text = format!(
+        "{} failed with gRPC status {} ({status})",
+        rpc_name(tool),
+        status_name(status)
+    );
+    if !message.is_empty() {
+        text.push_str(": ");
+        text.push_str(message);
+    }
+    text
+}
+
+/// A tool result: a success carries its content as JSON text, twice (as text, and as
+/// `structuredContent`); an error carries only words.
+pub(super) struct ToolResult<'a> {
+    text: &'a str,
+    structured: Option<&'a str>,
+}
+
+impl<'a> ToolResult<'a> {
+    fn success(content_json: &'a str) -> Self {
+        ToolResult {
+            text: content_json,
+            structured: Some(content_json),
+        }
+    }
+
+    pub(super) fn error(text: &'a str) -> Self {
+        ToolResult { text, structured: None }
+    }
+}
