@@ -45,7 +45,7 @@ fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
         let calls = reply.take_calls_to_start();
         // Answer each call with bytes from the body itself: valid or not, it must not panic.
         for (index, call) in calls.iter().enumerate() {
-            let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some("x%20y"), body, details: Some(body) };
+            let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some(b"x%20y"), body, details: Some(body) };
             server.file(&mut reply, call, CallEnd::Replied(grpc));
         }
         let _ = reply.into_response();

@@ -1,5 +1,6 @@
-//! Any bytes from the upstream: as a response message of every kitchen-sink type, and as
-//! `grpc-status-details-bin`.
+//! Any bytes from the upstream: as the HTTP body of a call's answer (framed, so that the message
+//! decoder of every kitchen-sink type sees them, or raw, for the framing), as `grpc-message` and
+//! as `grpc-status-details-bin`.
 #![no_main]
 
 #[path = "kitchen_sink.rs"]
@@ -7,9 +8,21 @@ mod kitchen_sink;
 
 use libfuzzer_sys::fuzz_target;
 use switchblade_core::server::Outcome;
-use switchblade_core::upstream::{CallEnd, GrpcReply};
+use switchblade_core::upstream::call_end;
 
 fuzz_target!(|data: &[u8]| {
+    let first = data.first().copied().unwrap_or_default();
+    let body = if first & 2 == 0 {
+        let mut frame = vec![0];
+        frame.extend_from_slice(&u32::try_from(data.len()).unwrap_or(u32::MAX).to_be_bytes());
+        frame.extend_from_slice(data);
+        frame
+    } else {
+        data.to_vec()
+    };
+    let status: &[u8] = if first & 1 == 1 { b"3" } else { b"0" };
+    let headers = [(":status", b"200".as_slice()), ("content-type", b"application/grpc".as_slice())];
+    let trailers = [("grpc-status", status), ("grpc-message", data), ("grpc-status-details-bin", data)];
     for (tool, arguments) in [
         ("KitchenSinkService_Echo", r#"{"must":"m"}"#),
         ("KitchenSinkService_EchoTree", "{}"),
@@ -21,8 +34,7 @@ fuzz_target!(|data: &[u8]| {
                 panic!("{tool} did not become a call");
             };
             let calls = reply.take_calls_to_start();
-            let status = if data.first().is_some_and(|b| b & 1 == 1) { 3 } else { 0 };
-            server.file(&mut reply, &calls[0], CallEnd::Replied(GrpcReply { status, message: None, body: data, details: Some(data) }));
+            server.file(&mut reply, &calls[0], call_end(&headers, &body, &trailers));
             let _ = reply.into_response();
         });
     }

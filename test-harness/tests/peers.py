@@ -55,14 +55,16 @@ class Slammer(Blackhole):
         connection.close()
 
 
-class RawGrpcUpstream(Blackhole):
-    """An HTTP/2 "upstream" that fails every gRPC call with a `grpc-message` of raw bytes that
-    are not UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not care),
-    in its trailers, or in a trailers-only answer."""
+class RawHttp2Upstream(Blackhole):
+    """An HTTP/2 "upstream" that answers every request with the same bytes, whatever gRPC says:
+    response headers, then a body and trailers if given. Nothing is validated or normalized, so
+    a test can send what a broken or hostile server would."""
 
-    def __init__(self, message: bytes, *, stands_in_for: Iterable[str], trailers_only: bool = False) -> None:
-        self.message = message
-        self.trailers_only = trailers_only
+    def __init__(self, headers: list[tuple[bytes, bytes]], body: bytes = b"",
+                 trailers: list[tuple[bytes, bytes]] | None = None, *, stands_in_for: Iterable[str]) -> None:
+        self.headers = headers
+        self.body = body
+        self.trailers = trailers
         super().__init__(stands_in_for=stands_in_for)
 
     def _handle(self, connection: socket.socket) -> None:
@@ -78,7 +80,7 @@ class RawGrpcUpstream(Blackhole):
         while data := self._read(connection):
             for event in peer.receive_data(data):
                 if isinstance(event, h2.events.StreamEnded):
-                    self._fail(peer, event.stream_id)
+                    self._answer(peer, event.stream_id)
             connection.sendall(peer.data_to_send())
 
     @staticmethod
@@ -88,11 +90,24 @@ class RawGrpcUpstream(Blackhole):
         except OSError:
             return b""
 
-    def _fail(self, peer: "h2.connection.H2Connection", stream_id: int) -> None:
-        status = [(b"grpc-status", b"13"), (b"grpc-message", self.message)]
+    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int) -> None:
+        ends_with_headers = not self.body and self.trailers is None
+        peer.send_headers(stream_id, self.headers, end_stream=ends_with_headers)
+        if self.body:
+            peer.send_data(stream_id, self.body, end_stream=self.trailers is None)
+        if self.trailers is not None:
+            peer.send_headers(stream_id, self.trailers, end_stream=True)
+
+
+class RawGrpcUpstream(RawHttp2Upstream):
+    """An HTTP/2 "upstream" that fails every gRPC call with a `grpc-message` of raw bytes that
+    are not UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not care),
+    in its trailers, or in a trailers-only answer."""
+
+    def __init__(self, message: bytes, *, stands_in_for: Iterable[str], trailers_only: bool = False) -> None:
+        status = [(b"grpc-status", b"13"), (b"grpc-message", message)]
         headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-        if self.trailers_only:
-            peer.send_headers(stream_id, headers + status, end_stream=True)
+        if trailers_only:
+            super().__init__(headers + status, stands_in_for=stands_in_for)
         else:
-            peer.send_headers(stream_id, headers)
-            peer.send_headers(stream_id, status, end_stream=True)
+            super().__init__(headers, trailers=status, stands_in_for=stands_in_for)

@@ -10,7 +10,7 @@ import pytest
 
 from filter_build import demo_plugin
 from mcp_client import Mcp, is_deadline_error
-from peers import Blackhole, RawGrpcUpstream, Slammer
+from peers import Blackhole, RawGrpcUpstream, RawHttp2Upstream, Slammer
 from processes import REPO, Envoy, Upstream
 
 # A raw peer stands in for every cluster of the demo bootstrap: the gRPC services' and the
@@ -137,6 +137,47 @@ def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(trailers_only: bool) -
             assert text == "demo.users.v1.UserService/GetUser failed with gRPC status INTERNAL (13): caf\ufffd A", text
         assert mcp.request("ping")["result"] == {}
         assert {k: v for k, v in envoy.stats().items() if k.startswith("wasm.")} == wasm_before
+    finally:
+        envoy.stop()
+        raw.stop()
+
+
+GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
+
+
+@pytest.mark.parametrize(
+    ("headers", "body", "trailers", "expected"),
+    [
+        ([(b":status", b"503"), (b"content-type", b"text/plain")], b"overloaded", None,
+         "UNAVAILABLE (14): the upstream answered with an HTTP error instead of a gRPC status"),
+        ([(b":status", b"404")], b"", None,
+         "UNIMPLEMENTED (12): the upstream answered with an HTTP error instead of a gRPC status"),
+        (GRPC_HEADERS, b"\x00\x00\x00\x00\x02" + USER_1, None, "INTERNAL (13): the upstream's answer has no grpc-status"),
+        (GRPC_HEADERS, b"\x01\x00\x00\x00\x02" + USER_1, [(b"grpc-status", b"0")],
+         "INTERNAL (13): the upstream's answer is compressed, and no compression was offered"),
+        (GRPC_HEADERS, (b"\x00\x00\x00\x00\x02" + USER_1) * 2, [(b"grpc-status", b"0")],
+         "INTERNAL (13): the upstream's answer has more than one message for a unary method"),
+        (GRPC_HEADERS, b"\x00\x00\x00\x00\x09" + USER_1, [(b"grpc-status", b"0")],
+         "INTERNAL (13): the upstream's answer ends inside a gRPC frame"),
+        (GRPC_HEADERS, b"", [(b"grpc-status", b"0")], "INTERNAL (13): the upstream's answer has no message"),
+        (GRPC_HEADERS, b"", [(b"grpc-status", b"OK")], "INTERNAL (13): the upstream's grpc-status is not a number"),
+    ],
+    ids=["HTTP 503", "HTTP 404", "no grpc-status", "compressed", "two messages", "truncated frame", "no message",
+         "grpc-status not a number"],
+)
+def test_answers_that_break_the_grpc_protocol_are_tool_errors(headers, body, trailers, expected) -> None:
+    """What a misconfigured or broken server sends back is read, not trusted: each answer is a
+    tool error naming what is wrong, and Envoy's Wasm VM keeps serving."""
+    raw = RawHttp2Upstream(headers, body, trailers, stands_in_for=DEMO_CLUSTERS)
+    envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-broken")
+    try:
+        envoy.start()
+        mcp = Mcp(envoy.mcp_url)
+        text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
+        assert text == f"demo.users.v1.UserService/GetUser failed with gRPC status {expected}", text
+        assert mcp.request("ping")["result"] == {}
+        assert envoy.stats().get("wasm.switchblade.vm_reload", 0) == 0
     finally:
         envoy.stop()
         raw.stop()

@@ -14,6 +14,7 @@ use crate::docs::Docs;
 use crate::proto_json::input_rules::InputRules;
 use crate::proto_json::schema::message_schema;
 use crate::proto_json::Direction;
+use crate::upstream::grpc_timeout;
 use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
@@ -25,6 +26,10 @@ pub struct Tool {
     pub method: MethodDescriptor,
     pub cluster: String,
     pub timeout: Duration,
+    /// `/package.Service/Method`: the HTTP/2 path of a call.
+    pub grpc_path: String,
+    /// The deadline as a `grpc-timeout` value, written once.
+    pub grpc_timeout: String,
     /// Static gRPC metadata sent with every call.
     pub metadata: Vec<(String, String)>,
     /// The request message's JSON is not an object (a Timestamp, say): the arguments carry it
@@ -254,6 +259,8 @@ fn build_tool(
         name,
         cluster: config.cluster.clone(),
         timeout: Duration::from_millis(timeout_ms),
+        grpc_path: format!("/{selector}"),
+        grpc_timeout: grpc_timeout(Duration::from_millis(timeout_ms)),
         metadata: config
             .metadata
             .iter()

@@ -30,6 +30,7 @@ pub fn status_name(code: u32) -> &'static str {
 
 pub const DEADLINE_EXCEEDED: u32 = 4;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
+pub const INTERNAL: u32 = 13;
 pub const UNAVAILABLE: u32 = 14;
 
 /// The readable text of a `grpc-message` as Envoy hands it over: percent-decoded (the gRPC

@@ -18,14 +18,18 @@ pub enum Route {
 }
 
 pub fn route(method: &str, path: &str, mcp_path: &str) -> Route {
-    let path = path.split_once('?').map_or(path, |(path, _query)| path);
-    if path != mcp_path {
+    if !is_mcp_path(path, mcp_path) {
         Route::PassThrough
     } else if method.eq_ignore_ascii_case("POST") {
         Route::Mcp
     } else {
         Route::MethodNotAllowed
     }
+}
+
+/// Whether a request's path (with its query, if any) is the MCP endpoint's.
+pub fn is_mcp_path(path: &str, mcp_path: &str) -> bool {
+    path.split_once('?').map_or(path, |(path, _query)| path) == mcp_path
 }
 
 /// The request headers the MCP endpoint looks at.

@@ -1,20 +1,27 @@
-//! The upstream call path, host-free: what a host sends for a `tools/call` (the gRPC method on
-//! a cluster, the request message, its metadata and deadline), how it reports what came back,
-//! and the bookkeeping of the calls one request has out.
+//! The upstream call path, host-free: a `tools/call` becomes one HTTP/2 request that carries a
+//! unary gRPC call (headers, the message in a gRPC frame, the deadline), and the HTTP response
+//! that comes back (headers, body, trailers) becomes how the call ended.
 //!
-//! A host adapter starts each [`UpstreamCall`] however its host calls gRPC, notes its token in
-//! the request's [`Reply`](crate::server::Reply), and files how it ended (a [`CallEnd`]) with
-//! [`Server::file`](crate::server::Server::file); once no call is out, the reply is ready to
-//! send. [`Deadlines`] holds the deadline of every call in flight, for hosts whose calls have no
-//! timeout of their own.
+//! A host adapter sends [`UpstreamCall::http_headers`] and [`UpstreamCall::http_body`] to
+//! [`UpstreamCall::cluster`] with [`UpstreamCall::timeout`], notes the host's token in the
+//! request's [`Reply`](crate::server::Reply), and hands what came back to [`call_end`]; then it
+//! files the result with [`Server::file`](crate::server::Server::file). Once no call is out,
+//! the reply is ready to send.
 
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::catalog::Tool;
 use crate::eras::Era;
+use crate::grpc_status::{INTERNAL, UNAVAILABLE};
+
+/// The length of a gRPC frame's prefix: a compression flag, then the message length.
+const FRAME_PREFIX: usize = 5;
+/// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
+/// gRPC request).
+const ENVOY_TIMEOUT_MESSAGE: &[u8] = b"upstream request timeout";
 
 /// A validated `tools/call`, ready to send upstream.
 #[derive(Debug)]
@@ -24,7 +31,8 @@ pub struct UpstreamCall {
     pub(crate) era: Era,
     /// Where its result goes in the reply.
     pub(crate) slot: usize,
-    message: Vec<u8>,
+    /// The request message in one gRPC frame.
+    frame: Vec<u8>,
     metadata: Vec<(String, String)>,
 }
 
@@ -34,7 +42,7 @@ impl UpstreamCall {
         request_id: Value,
         era: Era,
         slot: usize,
-        message: Vec<u8>,
+        frame: Vec<u8>,
         metadata: Vec<(String, String)>,
     ) -> Self {
         UpstreamCall {
@@ -42,7 +50,7 @@ impl UpstreamCall {
             request_id,
             era,
             slot,
-            message,
+            frame,
             metadata,
         }
     }
@@ -52,18 +60,37 @@ impl UpstreamCall {
         &self.tool.cluster
     }
 
-    /// The fully qualified gRPC service name, as sent on the wire.
-    pub fn service(&self) -> &str {
-        self.tool.service_name()
+    /// How long the call may take: the host's timeout for it.
+    pub fn timeout(&self) -> Duration {
+        self.tool.timeout
     }
 
-    pub fn method(&self) -> &str {
-        self.tool.method_name()
+    /// The request headers: a unary gRPC call to the method, with the deadline as
+    /// `grpc-timeout` (so the upstream can stop working on an answer nobody will read), then
+    /// the gRPC metadata: the service's static metadata and the forwarded request headers.
+    pub fn http_headers(&self) -> Vec<(&str, &str)> {
+        let tool = &self.tool;
+        let mut headers = Vec::with_capacity(6 + self.metadata.len());
+        headers.extend([
+            (":method", "POST"),
+            (":path", tool.grpc_path.as_str()),
+            (":authority", tool.cluster.as_str()),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", tool.grpc_timeout.as_str()),
+        ]);
+        headers.extend(self.metadata());
+        headers
+    }
+
+    /// The request body: the message in one gRPC frame.
+    pub fn http_body(&self) -> &[u8] {
+        &self.frame
     }
 
     /// The request message, protobuf-encoded.
     pub fn message(&self) -> &[u8] {
-        &self.message
+        self.frame.get(FRAME_PREFIX..).unwrap_or_default()
     }
 
     /// gRPC metadata: the service's static metadata, then the forwarded request headers.
@@ -72,21 +99,20 @@ impl UpstreamCall {
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()))
     }
+}
 
-    /// How long the call may take.
-    pub fn timeout(&self) -> Duration {
-        self.tool.timeout
-    }
-
-    /// The deadline as a `grpc-timeout` header value, so the upstream can stop working on an
-    /// answer nobody will read.
-    pub fn grpc_timeout(&self) -> String {
-        grpc_timeout(self.tool.timeout)
-    }
+/// `message` in one uncompressed gRPC frame.
+pub(crate) fn grpc_frame(message: &[u8]) -> Vec<u8> {
+    let mut frame = Vec::with_capacity(FRAME_PREFIX + message.len());
+    frame.push(0);
+    // A request message is bounded far below 4 GiB by `limits.max_request_message_bytes`.
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(u32::MAX).to_be_bytes());
+    frame.extend_from_slice(message);
+    frame
 }
 
 /// `grpc-timeout` in milliseconds (at most 8 digits, as the gRPC spec allows).
-fn grpc_timeout(timeout: Duration) -> String {
+pub(crate) fn grpc_timeout(timeout: Duration) -> String {
     format!("{}m", timeout.as_millis().min(99_999_999))
 }
 
@@ -94,8 +120,8 @@ fn grpc_timeout(timeout: Duration) -> String {
 #[derive(Debug, Clone, Copy)]
 pub struct GrpcReply<'a> {
     pub status: u32,
-    /// `grpc-message` as it came (percent-encoded on the wire; decoded when it is shown).
-    pub message: Option<&'a str>,
+    /// `grpc-message` as it came (percent-encoded, maybe not even UTF-8; decoded when shown).
+    pub message: Option<&'a [u8]>,
     /// The response message, protobuf-encoded.
     pub body: &'a [u8],
     /// The `grpc-status-details-bin` trailer, if the upstream sent one.
@@ -116,75 +142,114 @@ pub enum CallEnd<'a> {
     NotStarted {
         reason: &'a str,
     },
+    /// The connection failed or was reset before a whole response came.
+    Reset,
+    /// The response broke the gRPC protocol.
+    Malformed {
+        problem: &'static str,
+    },
 }
 
-/// What has come back on a call so far, for hosts that deliver an answer in parts.
-#[derive(Debug, Default)]
-pub struct Received {
-    pub message: Option<Vec<u8>>,
-    pub details: Option<Vec<u8>>,
-    pub grpc_message: Option<Vec<u8>>,
+/// The end to file instead of reading an answer whose body has `body_size` bytes, if its message
+/// is larger than `limit` (`limits.max_response_bytes`).
+pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
+    let size = body_size.saturating_sub(FRAME_PREFIX);
+    (size > limit).then_some(CallEnd::TooLarge { size })
 }
 
-/// The deadlines of the calls in flight, for hosts whose calls have no timeout of their own:
-/// the host looks for overdue calls on a timer and ends them.
-#[derive(Debug)]
-pub struct Deadlines<T> {
-    entries: Vec<(SystemTime, T)>,
-}
+/// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
+/// (not always UTF-8).
+pub type HeaderPair<'a> = (&'a str, &'a [u8]);
 
-impl<T> Default for Deadlines<T> {
-    fn default() -> Self {
-        Deadlines { entries: Vec::new() }
+/// How a call ended, from the HTTP response that carried it. The status and message are in
+/// the trailers, or in the headers of a trailers-only answer (which is also how Envoy answers
+/// for an upstream it could not reach, or one that outlived the timeout). No headers at all
+/// means the exchange broke before a response.
+pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[HeaderPair<'a>]) -> CallEnd<'a> {
+    if headers.is_empty() {
+        return CallEnd::Reset;
+    }
+    let value = |name: &str| {
+        let find = |pairs: &[HeaderPair<'a>]| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| *value);
+        find(trailers).or_else(|| find(headers))
+    };
+    let Some(status) = value("grpc-status") else {
+        return match value(":status").and_then(parse_u32) {
+            Some(200) | None => CallEnd::Malformed {
+                problem: "the upstream's answer has no grpc-status",
+            },
+            Some(http) => CallEnd::Replied(GrpcReply {
+                status: grpc_status_of_http(http),
+                message: Some(b"the upstream answered with an HTTP error instead of a gRPC status"),
+                body: &[],
+                details: None,
+            }),
+        };
+    };
+    let Some(status) = parse_u32(status) else {
+        return CallEnd::Malformed {
+            problem: "the upstream's grpc-status is not a number",
+        };
+    };
+    let message = value("grpc-message");
+    if status == UNAVAILABLE && message == Some(ENVOY_TIMEOUT_MESSAGE) {
+        return CallEnd::DeadlinePassed;
+    }
+    let reply = |body| {
+        CallEnd::Replied(GrpcReply {
+            status,
+            message,
+            body,
+            details: value("grpc-status-details-bin"),
+        })
+    };
+    if status != 0 {
+        return reply(&[]);
+    }
+    match unframe(body) {
+        Ok(message) => reply(message),
+        Err(problem) => CallEnd::Malformed { problem },
     }
 }
 
-impl<T> Deadlines<T> {
-    pub fn add(&mut self, at: SystemTime, call: T) {
-        self.entries.push((at, call));
+/// The one message of a unary response.
+fn unframe(body: &[u8]) -> Result<&[u8], &'static str> {
+    let Some((prefix, rest)) = body.split_first_chunk::<FRAME_PREFIX>() else {
+        return Err(if body.is_empty() {
+            "the upstream's answer has no message"
+        } else {
+            "the upstream's answer ends inside a gRPC frame"
+        });
+    };
+    let [compressed, length @ ..] = *prefix;
+    if compressed != 0 {
+        return Err("the upstream's answer is compressed, and no compression was offered");
     }
-
-    /// Takes out every call whose deadline is `now` or earlier.
-    pub fn take_overdue(&mut self, now: SystemTime) -> Vec<T> {
-        // Every tick asks; almost every time the answer is none, so that costs no allocation.
-        if !self.entries.iter().any(|(at, _)| *at <= now) {
-            return Vec::new();
-        }
-        let (overdue, pending) = std::mem::take(&mut self.entries)
-            .into_iter()
-            .partition(|(at, _)| *at <= now);
-        self.entries = pending;
-        overdue.into_iter().map(|(_, call)| call).collect()
+    let length = usize::try_from(u32::from_be_bytes(length)).unwrap_or(usize::MAX);
+    match rest.len().cmp(&length) {
+        std::cmp::Ordering::Less => Err("the upstream's answer ends inside a gRPC frame"),
+        std::cmp::Ordering::Greater => Err("the upstream's answer has more than one message for a unary method"),
+        std::cmp::Ordering::Equal => Ok(rest),
     }
+}
 
-    /// Forgets the calls `ended` picks (they ended before their deadline).
-    pub fn forget(&mut self, ended: impl Fn(&T) -> bool) {
-        self.entries.retain(|(_, call)| !ended(call));
+fn parse_u32(bytes: &[u8]) -> Option<u32> {
+    std::str::from_utf8(bytes).ok()?.trim().parse().ok()
+}
+
+/// The gRPC status of an HTTP status, as gRPC clients map them (grpc's
+/// doc/http-grpc-status-mapping.md).
+fn grpc_status_of_http(http: u32) -> u32 {
+    match http {
+        400 => INTERNAL,
+        401 => 16,
+        403 => 7,
+        404 => 12,
+        429 | 502..=504 => UNAVAILABLE,
+        _ => 2,
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn grpc_timeout_is_milliseconds_in_at_most_eight_digits() {
-        assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500m");
-        assert_eq!(grpc_timeout(Duration::from_secs(10)), "10000m");
-        assert_eq!(grpc_timeout(Duration::from_secs(1_000_000)), "99999999m");
-    }
-
-    #[test]
-    fn deadlines_give_up_only_the_overdue_calls() {
-        let start = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000);
-        let mut deadlines = Deadlines::default();
-        deadlines.add(start + Duration::from_millis(100), "a");
-        deadlines.add(start + Duration::from_millis(300), "b");
-        deadlines.add(start + Duration::from_millis(200), "c");
-        assert!(deadlines.take_overdue(start + Duration::from_millis(99)).is_empty());
-        assert_eq!(deadlines.take_overdue(start + Duration::from_millis(200)), ["a", "c"]);
-        deadlines.add(start + Duration::from_millis(400), "d");
-        deadlines.forget(|call| *call == "b");
-        assert_eq!(deadlines.take_overdue(start + Duration::from_secs(60)), ["d"]);
-    }
-}
+#[path = "upstream_tests.rs"]
+mod tests;

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, RpcError, INVALID_REQUEST};
-use crate::upstream::{Received, UpstreamCall};
+use crate::upstream::UpstreamCall;
 
 /// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
 #[derive(Debug)]
@@ -41,8 +41,8 @@ pub struct Reply {
     slots: Vec<Option<Answer>>,
     /// Calls planned, for the host to start.
     to_start: Vec<UpstreamCall>,
-    /// Calls out, by the host's token, with what has come back so far.
-    out: Vec<(u32, UpstreamCall, Received)>,
+    /// Calls out, by the host's token.
+    out: Vec<(u32, UpstreamCall)>,
 }
 
 impl Reply {
@@ -63,28 +63,14 @@ impl Reply {
 
     /// The host has started `call` under `token`.
     pub fn started(&mut self, token: u32, call: UpstreamCall) {
-        self.out.push((token, call, Received::default()));
+        self.out.push((token, call));
     }
 
-    /// The parts received so far on the call under `token`.
-    pub fn received(&mut self, token: u32) -> Option<&mut Received> {
-        self.out
-            .iter_mut()
-            .find(|(known, _, _)| *known == token)
-            .map(|(_, _, received)| received)
-    }
-
-    /// Takes the call under `token` out of the books, with what it received; `None` once it
-    /// has ended. Its result is then filed with [`Server::file`](super::Server::file).
-    pub fn take(&mut self, token: u32) -> Option<(UpstreamCall, Received)> {
-        let index = self.out.iter().position(|(known, _, _)| *known == token)?;
-        let (_, call, received) = self.out.swap_remove(index);
-        Some((call, received))
-    }
-
-    /// The tokens of the calls still out.
-    pub fn tokens(&self) -> impl Iterator<Item = u32> + '_ {
-        self.out.iter().map(|(token, _, _)| *token)
+    /// Takes the call under `token` out of the books; `None` once it has ended. Its result is
+    /// then filed with [`Server::file`](super::Server::file).
+    pub fn take(&mut self, token: u32) -> Option<UpstreamCall> {
+        let index = self.out.iter().position(|(known, _)| *known == token)?;
+        Some(self.out.swap_remove(index).1)
     }
 
     /// Whether every response is there: no call waits to start or is out.

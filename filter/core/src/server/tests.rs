@@ -259,10 +259,19 @@ mod legacy_era {
         let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
         let [call] = calls.as_slice() else { panic!("one call") };
         assert_eq!(
-            (call.service(), call.method()),
-            ("demo.users.v1.UserService", "GetUser")
+            call.http_headers(),
+            [
+                (":method", "POST"),
+                (":path", "/demo.users.v1.UserService/GetUser"),
+                (":authority", "users"),
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                ("grpc-timeout", "10000m"),
+                ("x-tenant", "demo"),
+            ]
         );
         assert_eq!((call.cluster(), call.message()), ("users", [0x08, 7].as_slice()));
+        assert_eq!(call.http_body(), [0, 0, 0, 0, 2, 0x08, 7]);
         assert!(!reply.is_complete());
         server.file(&mut reply, call, CallEnd::Replied(USER_7));
         let (status, body) = finish(reply);
@@ -293,7 +302,7 @@ mod legacy_era {
         assert_eq!(
             text(GrpcReply {
                 status: 5,
-                message: Some("no%20user%207{via_upstream}"),
+                message: Some(b"no%20user%207{via_upstream}"),
                 body: &[],
                 details: None
             }),
@@ -315,13 +324,25 @@ mod legacy_era {
             "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"
         );
 
-        let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.file(&mut reply, &calls[0], CallEnd::NotStarted { reason: "BadArgument" });
-        let (_, body) = finish(reply);
-        assert!(body["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("UNAVAILABLE (14)"));
+        let ended = |end: CallEnd<'_>| {
+            let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
+            server.file(&mut reply, &calls[0], end);
+            let (_, body) = finish(reply);
+            body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+        };
+        assert!(ended(CallEnd::NotStarted { reason: "BadArgument" }).contains("UNAVAILABLE (14)"));
+        assert_eq!(
+            ended(CallEnd::Reset),
+            "demo.users.v1.UserService/GetUser failed with gRPC status UNAVAILABLE (14): the connection to the upstream failed or was reset before a whole answer came"
+        );
+        assert_eq!(
+            ended(CallEnd::Malformed { problem: "the upstream's answer has no grpc-status" }),
+            "demo.users.v1.UserService/GetUser failed with gRPC status INTERNAL (13): the upstream's answer has no grpc-status"
+        );
+        assert_eq!(
+            ended(CallEnd::TooLarge { size: 5000 }),
+            "demo.users.v1.UserService/GetUser failed with gRPC status RESOURCE_EXHAUSTED (8): the response has 5000 bytes; the limit is 4194304 (limits.max_response_bytes)"
+        );
     }
 
     #[test]
@@ -438,7 +459,7 @@ mod batches {
             &calls[1],
             CallEnd::Replied(GrpcReply {
                 status: 5,
-                message: Some("gone"),
+                message: Some(b"gone"),
                 body: &[],
                 details: None,
             }),

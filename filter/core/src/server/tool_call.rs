@@ -14,7 +14,7 @@ use crate::jsonrpc::{RpcError, INVALID_PARAMS};
 use crate::proto_json::explain::explain;
 use crate::proto_json::transcode::{encode_arguments, ArgumentError};
 use crate::unique_keys::DuplicateKey;
-use crate::upstream::UpstreamCall;
+use crate::upstream::{grpc_frame, UpstreamCall};
 use crate::wrapped_root::unwrap_arguments;
 
 impl Server {
@@ -52,7 +52,7 @@ impl Server {
                 id.clone(),
                 context.era,
                 slot,
-                message,
+                grpc_frame(&message),
                 call_metadata(tool, context.headers),
             ))),
             Err(error) => {

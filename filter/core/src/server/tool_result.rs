@@ -9,7 +9,7 @@ use super::reply::{Answer, Reply};
 use super::Server;
 use crate::catalog::Tool;
 use crate::eras::Era;
-use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, RESOURCE_EXHAUSTED, UNAVAILABLE};
+use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED, UNAVAILABLE};
 use crate::jsonrpc;
 use crate::proto_json::transcode::render_response;
 use crate::upstream::{CallEnd, GrpcReply, UpstreamCall};
@@ -35,6 +35,11 @@ impl Server {
                 let message = format!("the call to cluster {:?} could not be started: {reason}", tool.cluster);
                 Err(grpc_failure_text(tool, UNAVAILABLE, &message))
             }
+            CallEnd::Reset => {
+                let message = "the connection to the upstream failed or was reset before a whole answer came";
+                Err(grpc_failure_text(tool, UNAVAILABLE, message))
+            }
+            CallEnd::Malformed { problem } => Err(grpc_failure_text(tool, INTERNAL, problem)),
         };
         let result = match &outcome {
             Ok(content) => ToolResult::success(content),
@@ -55,7 +60,10 @@ impl Server {
                 )),
             };
         }
-        let message = grpc.message.map(readable_message).unwrap_or_default();
+        let message = grpc
+            .message
+            .map(|bytes| readable_message(&String::from_utf8_lossy(bytes)))
+            .unwrap_or_default();
         let mut text = grpc_failure_text(tool, grpc.status, &message);
         if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
             for line in renderer.render(details) {
