@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use serde_json::Value;
 use switchblade_core::http::McpHeaders;
-use switchblade_core::proto_json::transcode::encode_arguments;
+
 use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::upstream::{CallEnd, GrpcReply};
 
@@ -55,7 +55,7 @@ fn main() {
     )
     .unwrap();
     let tool = server.catalog().get("CatalogService_GetItem").unwrap();
-    let response = encode_arguments(&tool.method.output(), &item).unwrap();
+    let response = server.catalog().gate().encode(&tool.method.output(), &item).unwrap();
     let reply = GrpcReply {
         status: 0,
         message: None,

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
 use crate::docs::Docs;
-use crate::proto_json::input_rules::InputRules;
+use crate::proto_json::gate::Gate;
 use crate::proto_json::schema::message_schema;
 use crate::proto_json::Direction;
 use crate::upstream::grpc_timeout;
@@ -57,15 +57,15 @@ impl Tool {
 pub struct Catalog {
     tools: Vec<Arc<Tool>>,
     by_name: HashMap<String, usize>,
-    /// Required fields of every message, for the checks the JSON parser does not make.
-    rules: InputRules,
+    /// Reads tool arguments into request messages (the descriptor pool's required fields).
+    gate: Gate,
 }
 
 impl Catalog {
     pub fn build(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
         let docs = Docs::from_pool(pool);
         let mut catalog = Catalog {
-            rules: InputRules::build(pool),
+            gate: Gate::build(pool),
             ..Catalog::default()
         };
         let mut exposed = HashSet::new();
@@ -103,8 +103,9 @@ impl Catalog {
         Ok(())
     }
 
-    pub fn rules(&self) -> &InputRules {
-        &self.rules
+    /// The gate that reads tool arguments into request messages.
+    pub fn gate(&self) -> &Gate {
+        &self.gate
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Tool>> {

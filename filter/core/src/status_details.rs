@@ -2,70 +2,81 @@
 //! as lines a model can act on (which field was wrong, when to retry, what to fix).
 
 use base64::Engine;
-use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, SerializeOptions, Value as ProtoValue};
+use prost_reflect::DescriptorPool;
 use serde_json::Value;
+
+use crate::proto_json::render::render;
+use crate::proto_json::wire::{Reader, WireValue};
 
 /// Decodes status details with the `google.rpc` messages of the embedded descriptor set, so
 /// details render whatever descriptor set a configuration brings.
 #[derive(Debug)]
 pub struct StatusDetails {
     pool: DescriptorPool,
-    status: MessageDescriptor,
 }
 
 impl StatusDetails {
     pub fn new(pool: DescriptorPool) -> Option<Self> {
-        let status = pool.get_message_by_name("google.rpc.Status")?;
-        Some(StatusDetails { pool, status })
+        pool.get_message_by_name("google.rpc.Status")?;
+        Some(StatusDetails { pool })
     }
 
     /// One line per detail. The trailer may arrive as raw bytes or base64 text.
     pub fn render(&self, trailer: &[u8]) -> Vec<String> {
-        let decode = |bytes: &[u8]| DynamicMessage::decode(self.status.clone(), bytes).ok();
         // gRPC sends -bin metadata base64-encoded on the wire; hosts may or may not decode it.
-        let Some(status) = base64_text(trailer)
-            .and_then(|bytes| decode(&bytes))
-            .or_else(|| decode(trailer))
+        let Some(details) = base64_text(trailer)
+            .and_then(|bytes| status_details(&bytes))
+            .or_else(|| status_details(trailer))
         else {
             return vec!["(grpc-status-details-bin could not be decoded as google.rpc.Status)".into()];
         };
-        let details = status.get_field_by_name("details");
-        let Some(ProtoValue::List(details)) = details.as_deref() else {
-            return Vec::new();
-        };
         details
-            .iter()
-            .filter_map(ProtoValue::as_message)
-            .map(|any| self.render_detail(any))
+            .into_iter()
+            .map(|(type_url, value)| self.render_detail(&type_url, &value))
             .collect()
     }
 
     /// Each `Any` on its own, so one detail of an unknown type does not hide the others.
-    fn render_detail(&self, any: &DynamicMessage) -> String {
-        let field = |name: &str| any.get_field_by_name(name).map(|value| value.into_owned());
-        let type_url = field("type_url")
-            .and_then(|value| value.as_str().map(str::to_owned))
-            .unwrap_or_default();
-        let bytes = field("value")
-            .and_then(|value| value.as_bytes().cloned())
-            .unwrap_or_default();
-        let name = type_url.rsplit('/').next().unwrap_or(&type_url);
-        let options = SerializeOptions::new().use_proto_field_name(true);
+    fn render_detail(&self, type_url: &str, bytes: &[u8]) -> String {
+        let name = type_url.rsplit('/').next().unwrap_or(type_url);
         let detail = self
             .pool
             .get_message_by_name(name)
-            .and_then(|descriptor| DynamicMessage::decode(descriptor, bytes.as_ref()).ok())
-            .and_then(|message| {
-                message
-                    .serialize_with_options(serde_json::value::Serializer, &options)
-                    .ok()
-            });
+            .and_then(|descriptor| render(&descriptor, bytes).ok())
+            .and_then(|json| serde_json::from_str::<Value>(&json).ok());
         let Some(detail) = detail else {
             return format!("detail of type {type_url} (not decoded)");
         };
         let short = name.rsplit('.').next().unwrap_or(name);
         format!("{short}: {}", describe(name, &detail).trim())
     }
+}
+
+/// The details of a `google.rpc.Status` (field 3, `Any`s): each one's type URL and bytes; or
+/// `None` if the bytes are not a Status.
+fn status_details(bytes: &[u8]) -> Option<Vec<(String, Vec<u8>)>> {
+    let mut details = Vec::new();
+    let mut status = Reader::new(bytes);
+    while let Some(field) = status.field().ok()? {
+        match (field.number, field.value) {
+            (1, WireValue::Varint(_)) | (2, WireValue::Len(_)) => {}
+            (3, WireValue::Len(any)) => {
+                let (mut type_url, mut value) = (String::new(), Vec::new());
+                let mut reader = Reader::new(any);
+                while let Some(part) = reader.field().ok()? {
+                    match (part.number, part.value) {
+                        (1, WireValue::Len(text)) => type_url = String::from_utf8(text.to_vec()).ok()?,
+                        (2, WireValue::Len(bytes)) => value = bytes.to_vec(),
+                        _ => {}
+                    }
+                }
+                details.push((type_url, value));
+            }
+            // Status has no other fields; anything else means these bytes are something else.
+            _ => return None,
+        }
+    }
+    Some(details)
 }
 
 /// The words for one detail message, given as JSON.
@@ -150,6 +161,7 @@ mod tests {
     use super::*;
     use crate::descriptors::embedded_pool;
     use prost::Message;
+    use prost_reflect::{DynamicMessage, Value as ProtoValue};
 
     /// A google.rpc.Status with the given details, each given as (type, JSON).
     fn status(details: &[(&str, &str)]) -> Vec<u8> {

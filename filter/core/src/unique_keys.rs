@@ -17,30 +17,36 @@ pub struct DuplicateKey {
 /// Parses `bytes` as JSON, refusing duplicate keys and nesting deeper than `max_depth`.
 pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let mut track = serde_path_to_error::Track::new();
-    let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
-    let value = match (UniqueKeys { depth_left: max_depth }).deserialize(tracked) {
+    let value = match (UniqueKeys { depth_left: max_depth }).deserialize(&mut deserializer) {
         Ok(value) => value,
         Err(error) => {
             let message = error.to_string();
             if message.starts_with(TOO_DEEP_MARKER) {
                 return Err(ParseError::TooDeep);
             }
-            return Err(match message.strip_prefix(DUPLICATE_MARKER) {
-                Some(key) => {
-                    // serde_json appends " at line L column C" to custom errors.
-                    let key = key.rsplit_once(" at line ").map_or(key, |(key, _position)| key);
-                    ParseError::Duplicate(DuplicateKey {
-                        path: track.path().to_string(),
-                        key: key.to_owned(),
-                    })
-                }
-                None => ParseError::Syntax(error),
-            });
+            if let Some(key) = message.strip_prefix(DUPLICATE_MARKER) {
+                // serde_json appends " at line L column C" to custom errors.
+                let key = key.rsplit_once(" at line ").map_or(key, |(key, _position)| key);
+                // Rare: read again, keeping track of where, to say where the key is.
+                return Err(ParseError::Duplicate(DuplicateKey {
+                    path: duplicate_path(bytes, max_depth).unwrap_or_else(|| ".".into()),
+                    key: key.to_owned(),
+                }));
+            }
+            return Err(ParseError::Syntax(error));
         }
     };
     deserializer.end().map_err(ParseError::Syntax)?;
     Ok(value)
+}
+
+/// The JSON path of the object that gives a key twice in `bytes` (known to have one).
+fn duplicate_path(bytes: &[u8], max_depth: usize) -> Option<String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(bytes);
+    let mut track = serde_path_to_error::Track::new();
+    let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
+    (UniqueKeys { depth_left: max_depth }).deserialize(tracked).err()?;
+    Some(track.path().to_string())
 }
 
 #[derive(Debug)]

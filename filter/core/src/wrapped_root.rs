@@ -5,8 +5,8 @@
 
 use serde_json::{json, Value};
 
+use crate::proto_json::gate::ArgumentError;
 use crate::proto_json::json_type;
-use crate::proto_json::transcode::ArgumentError;
 
 /// The property that carries a message whose JSON is not an object.
 pub const WRAPPED_VALUE: &str = "value";

@@ -1,6 +1,8 @@
 //! The two directions agree: for random messages of every kitchen-sink type, the JSON the
 //! filter renders validates against the tool's output schema and input schema, every schema
-//! is valid JSON Schema 2020-12, and JSON → protobuf gives back the identical message.
+//! is valid JSON Schema 2020-12, and JSON → protobuf gives back the identical message. The
+//! codec is also held to prost-reflect's own proto3 JSON, as an oracle: the same JSON out of
+//! the same bytes, and the same message out of the same JSON.
 
 // Test code: a failed expectation is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -11,8 +13,9 @@ use prost_reflect::{DynamicMessage, FieldDescriptor, Kind, MapKey, MessageDescri
 use serde_json::Value as Json;
 use switchblade_core::descriptors::embedded_pool;
 use switchblade_core::docs::Docs;
+use switchblade_core::proto_json::gate::Gate;
+use switchblade_core::proto_json::render::render as render_response;
 use switchblade_core::proto_json::schema::message_schema;
-use switchblade_core::proto_json::transcode::{encode_arguments, render_response};
 use switchblade_core::proto_json::Direction;
 
 const MESSAGES: [&str; 5] = [
@@ -157,6 +160,41 @@ fn render(descriptor: &MessageDescriptor, bytes: &[u8]) -> Json {
     serde_json::from_str(&render_response(descriptor, bytes).unwrap()).unwrap()
 }
 
+/// prost-reflect's rendering of the same bytes as JSON text, with the same options.
+fn oracle(descriptor: &MessageDescriptor, bytes: &[u8]) -> Json {
+    let message = DynamicMessage::decode(descriptor.clone(), bytes).unwrap();
+    let options = prost_reflect::SerializeOptions::new()
+        .use_proto_field_name(true)
+        .skip_default_fields(false);
+    let mut text = Vec::new();
+    message
+        .serialize_with_options(&mut serde_json::Serializer::new(&mut text), &options)
+        .unwrap();
+    serde_json::from_slice(&text).unwrap()
+}
+
+/// Where two JSON values differ, for a readable failure.
+fn difference(path: &str, left: &Json, right: &Json) -> Option<String> {
+    match (left, right) {
+        (Json::Object(a), Json::Object(b)) => {
+            let keys: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+            keys.into_iter().find_map(|key| {
+                let (x, y) = (a.get(key).unwrap_or(&Json::Null), b.get(key).unwrap_or(&Json::Null));
+                match (a.get(key), b.get(key)) {
+                    (Some(_), Some(_)) => difference(&format!("{path}.{key}"), x, y),
+                    _ => Some(format!("{path}.{key}: {:?} against {:?}", a.get(key), b.get(key))),
+                }
+            })
+        }
+        (Json::Array(a), Json::Array(b)) if a.len() == b.len() => a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .find_map(|(index, (x, y))| difference(&format!("{path}[{index}]"), x, y)),
+        _ => (left != right).then(|| format!("{path}: {left} against {right}")),
+    }
+}
+
 fn check_agreement(name: &str, seed: u64) {
     let pool = embedded_pool().unwrap();
     let docs = Docs::from_pool(&pool);
@@ -167,14 +205,26 @@ fn check_agreement(name: &str, seed: u64) {
     let message = random_message(&descriptor, &mut Rng(seed), 0);
     let bytes = message.encode_to_vec();
     let rendered = render(&descriptor, &bytes);
+    if let Some(difference) = difference("", &rendered, &oracle(&descriptor, &bytes)) {
+        panic!("{name}: rendered otherwise than prost-reflect renders: {difference}");
+    }
     if let Err(error) = output.validate(&rendered) {
         panic!("{name}: output does not match outputSchema: {error}\n{rendered}");
     }
     if let Err(error) = input.validate(&rendered) {
         panic!("{name}: output is not valid input: {error}\n{rendered}");
     }
-    let reencoded =
-        encode_arguments(&descriptor, &rendered).unwrap_or_else(|error| panic!("{name}: {error}\n{rendered}"));
+    let reencoded = Gate::build(&pool)
+        .encode(&descriptor, &rendered)
+        .unwrap_or_else(|error| panic!("{name}: {error}\n{rendered}"));
+    // The same message as prost-reflect reads from the same JSON (compared as JSON: a default
+    // value set explicitly and one left out are the same message).
+    let parsed_by_oracle = DynamicMessage::deserialize(descriptor.clone(), &rendered).unwrap();
+    assert_eq!(
+        oracle(&descriptor, &reencoded),
+        oracle(&descriptor, &parsed_by_oracle.encode_to_vec()),
+        "{name}: the gate read another message than prost-reflect reads\n{rendered}"
+    );
     let again = render(&descriptor, &reencoded);
     assert_eq!(again, rendered, "{name}: JSON → protobuf → JSON changed the message");
     // The same message, field for field. (Not always the same bytes: map entries are encoded

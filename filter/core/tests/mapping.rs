@@ -3,8 +3,8 @@
 //!
 //! Each example below is a value for one field of the kitchen-sink message and whether the
 //! table's words promise it (the README's "JSON mapping" says the same). The test holds the
-//! input schema (validated with formats, as a strict client would) and the gate (the parser,
-//! then the mapping table's rules) to that answer, and every refusal to the field's words.
+//! input schema (validated with formats, as a strict client would) and the gate to that
+//! answer, and every refusal to the field's words.
 //! `SCHEMA_GAPS` lists what the gate refuses and no JSON Schema can say, so each stays known.
 
 // Test code: a failed expectation is a failed test.
@@ -16,10 +16,8 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::Value;
 use switchblade_core::descriptors::embedded_pool;
 use switchblade_core::docs::Docs;
-use switchblade_core::proto_json::explain::explain;
-use switchblade_core::proto_json::input_rules::InputRules;
+use switchblade_core::proto_json::gate::Gate;
 use switchblade_core::proto_json::schema::message_schema;
-use switchblade_core::proto_json::transcode::encode_arguments;
 use switchblade_core::proto_json::{expected_in_field, Direction, WellKnown};
 
 const EVERYTHING: &str = "test.kitchensink.v1.Everything";
@@ -232,15 +230,15 @@ const SCHEMA_GAPS: &[(&str, &str)] = &[
     ),
 ];
 
-struct Gate {
+struct Contract {
     pool: DescriptorPool,
     message: MessageDescriptor,
-    rules: InputRules,
+    gate: Gate,
     schema: jsonschema::Validator,
 }
 
-impl Gate {
-    fn new() -> Gate {
+impl Contract {
+    fn new() -> Contract {
         let pool = embedded_pool().unwrap();
         let message = pool.get_message_by_name(EVERYTHING).unwrap();
         let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool));
@@ -249,8 +247,8 @@ impl Gate {
             .should_validate_formats(true)
             .build(&schema)
             .unwrap();
-        Gate {
-            rules: InputRules::build(&pool),
+        Contract {
+            gate: Gate::build(&pool),
             pool,
             message,
             schema,
@@ -269,11 +267,11 @@ impl Gate {
         serde_json::from_str(&format!(r#"{{"must": "x", "{outer}": {value}}}"#)).unwrap()
     }
 
-    /// The gate's answer: the parser, then the mapping table's rules, as a tool call runs them.
+    /// The gate's answer, as a tool call gets it.
     fn admits(&self, arguments: &Value) -> Result<(), String> {
-        encode_arguments(&self.message, arguments)
-            .map_err(|error| explain(&self.message, arguments, error))
-            .and_then(|_| self.rules.check(&self.message, arguments))
+        self.gate
+            .encode(&self.message, arguments)
+            .map(drop)
             .map_err(|error| error.to_string())
     }
 
@@ -295,12 +293,12 @@ impl Gate {
 
 #[test]
 fn wording_schema_and_gate_accept_the_same_values() {
-    let gate = Gate::new();
+    let contract = Contract::new();
     let mut disagreements = Vec::new();
     for &(path, value, promised) in EXAMPLES {
-        let arguments = Gate::arguments(path, value);
-        let schema_allows = gate.schema.is_valid(&arguments);
-        let gate_admits = gate.admits(&arguments);
+        let arguments = Contract::arguments(path, value);
+        let schema_allows = contract.schema.is_valid(&arguments);
+        let gate_admits = contract.admits(&arguments);
         if schema_allows != promised || gate_admits.is_ok() != promised {
             disagreements.push(format!(
                 "{path} = {value}: words {promised}, schema {schema_allows}, gate {gate_admits:?}"
@@ -310,7 +308,7 @@ fn wording_schema_and_gate_accept_the_same_values() {
         // A refusal says what the field takes, in the table's words, unless it is about a
         // message's own fields (unknown or missing ones, or a field inside).
         if let Err(refusal) = gate_admits {
-            let field = gate.field(path);
+            let field = contract.field(path);
             let words = [expected_in_field(&field, false), expected_in_field(&field, true)];
             let about_the_field = words
                 .iter()
@@ -330,12 +328,12 @@ fn wording_schema_and_gate_accept_the_same_values() {
 
 #[test]
 fn the_schema_gaps_are_refused_at_the_gate() {
-    let gate = Gate::new();
+    let contract = Contract::new();
     for &(arguments, why) in SCHEMA_GAPS {
         let arguments: Value = serde_json::from_str(arguments).unwrap();
-        assert!(gate.admits(&arguments).is_err(), "{arguments} passes the gate");
+        assert!(contract.admits(&arguments).is_err(), "{arguments} passes the gate");
         assert!(
-            gate.schema.is_valid(&arguments) || arguments.get("alias").is_some(),
+            contract.schema.is_valid(&arguments) || arguments.get("alias").is_some(),
             "{arguments} is no longer a gap ({why})"
         );
     }
@@ -344,7 +342,7 @@ fn the_schema_gaps_are_refused_at_the_gate() {
 /// Every field kind, and every well-known type, has examples of both answers.
 #[test]
 fn the_examples_cover_every_kind_and_well_known_type() {
-    let gate = Gate::new();
+    let contract = Contract::new();
     let kind_of = |field: &FieldDescriptor| -> String {
         match field.kind() {
             Kind::Message(message) if WellKnown::of(&message).is_some() => message.full_name().to_owned(),
@@ -356,13 +354,13 @@ fn the_examples_cover_every_kind_and_well_known_type() {
     };
     let mut covered = [BTreeSet::new(), BTreeSet::new()];
     for &(path, _, promised) in EXAMPLES {
-        let field = gate.field(path);
+        let field = contract.field(path);
         covered[usize::from(promised)].insert(kind_of(&field));
         if field.is_list() {
             covered[usize::from(promised)].insert("list".to_owned());
         }
     }
-    let well_known: Vec<String> = gate
+    let well_known: Vec<String> = contract
         .pool
         .all_messages()
         .filter(|message| WellKnown::of(message).is_some())
@@ -395,7 +393,7 @@ fn the_examples_cover_every_kind_and_well_known_type() {
     // And the kitchen sink has a field of every kind, so the table covers the whole mapping.
     let mut in_kitchen_sink = BTreeSet::new();
     for message in ["test.kitchensink.v1.Everything", "test.kitchensink.v1.Scalars"] {
-        for field in gate.pool.get_message_by_name(message).unwrap().fields() {
+        for field in contract.pool.get_message_by_name(message).unwrap().fields() {
             in_kitchen_sink.insert(kind_of(&field));
         }
     }

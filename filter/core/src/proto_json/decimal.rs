@@ -29,6 +29,11 @@ impl IntRange {
         below_zero: 0,
         above_zero: u64::MAX,
     };
+    /// Every integer with a 64-bit magnitude: for telling a number too large from one misspelled.
+    pub const ANY: IntRange = IntRange {
+        below_zero: u64::MAX,
+        above_zero: u64::MAX,
+    };
 
     pub fn contains_i64(self, value: i64) -> bool {
         if value < 0 {

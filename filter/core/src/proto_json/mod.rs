@@ -1,10 +1,10 @@
 //! proto3 JSON as this filter speaks it: for every protobuf field kind and well-known type, the
 //! JSON a tool call may give, the JSON Schema that promises it, and the words that explain it.
 //!
-//! This is the one table. The schema builder ([`schema`]), the checks the JSON parser does not
-//! make ([`input_rules`]) and the wording of refusals ([`explain`]) all read it, so what a
-//! schema allows, what the gate accepts and what an error says are the same set of values
-//! (`tests/mapping.rs` walks every kind to hold that).
+//! This is the one table. The schema builder ([`schema`]), the gate that reads arguments into
+//! protobuf ([`gate`]) and the wording of its refusals all read it, so what a schema allows,
+//! what the gate accepts and what an error says are the same set of values (`tests/mapping.rs`
+//! walks every kind to hold that). [`render`] writes upstream answers in the same forms.
 //!
 //! Policy, where proto3 JSON leaves a choice (the README's "JSON mapping" says the same):
 //! - 64-bit integers: a canonical decimal string in range (what outputs carry) or a JSON
@@ -14,13 +14,15 @@
 //! - enums: a value name only. `null`: only where it is the value (`Value`, `NullValue`); a
 //!   field to leave unset is left out.
 
-pub mod explain;
-pub mod input_rules;
+pub mod gate;
+pub mod render;
 pub mod schema;
-pub mod transcode;
 
 mod decimal;
+mod scalar;
+mod time;
 mod well_known;
+pub(crate) mod wire;
 
 pub use well_known::WellKnown;
 
@@ -39,7 +41,6 @@ pub enum Direction {
 }
 
 /// The non-finite `float` and `double` values, which proto3 JSON writes as strings.
-const NON_FINITE: [&str; 3] = ["NaN", "Infinity", "-Infinity"];
 const NON_FINITE_PATTERN: &str = "^(NaN|-?Infinity)$";
 /// Standard or URL-safe alphabet, whole groups of four, padding optional.
 const BASE64_PATTERN: &str = "^([A-Za-z0-9+/_-]{4})*([A-Za-z0-9+/_-]{2}(==)?|[A-Za-z0-9+/_-]{3}=?)?$";
@@ -164,27 +165,6 @@ impl Form {
             Form::Message(message) => format!("an object ({})", message.full_name()),
         }
     }
-
-    /// Whether a value that the JSON parser took has this form. Messages, lists and maps are
-    /// walked by the input rules; this looks at one value.
-    pub fn fits(&self, value: &Value) -> bool {
-        match (self, value) {
-            (Form::Null | Form::WellKnown(WellKnown::Value), _) => true,
-            (_, Value::Null) => false,
-            (Form::Int32 { .. } | Form::Int64 { .. }, Value::Number(number)) => integral_in(number, int_range(self)),
-            (Form::Int64 { .. }, Value::String(text)) => int_range(self).is_canonical_decimal(text),
-            (Form::Float { single }, Value::Number(number)) => {
-                !*single || number.as_f64().is_some_and(|n| n.abs() <= f64::from(f32::MAX))
-            }
-            (Form::Float { .. }, Value::String(text)) => NON_FINITE.contains(&text.as_str()),
-            (Form::Enum(_), value) => value.is_string(),
-            (Form::WellKnown(WellKnown::Wrapper(kind)), value) => Form::of(kind).fits(value),
-            (Form::WellKnown(well_known), Value::String(text)) => well_known.string_fits(text),
-            // Everything else the parser has already held to its JSON type.
-            (Form::Int32 { .. } | Form::Int64 { .. } | Form::Float { .. }, _) => false,
-            _ => true,
-        }
-    }
 }
 
 /// How a map key is written: JSON object keys are strings, so other key types are spelled.
@@ -267,7 +247,7 @@ pub fn json_type(value: &Value) -> &'static str {
 }
 
 /// The range of an integer form (any other form has none: an empty range).
-fn int_range(form: &Form) -> IntRange {
+pub(crate) fn int_range(form: &Form) -> IntRange {
     match form {
         Form::Int32 { unsigned: false } => IntRange::INT32,
         Form::Int32 { unsigned: true } => IntRange::UINT32,
@@ -278,27 +258,6 @@ fn int_range(form: &Form) -> IntRange {
             above_zero: 0,
         },
     }
-}
-
-/// A JSON number with no fraction, in range. A number too large for serde_json's integers
-/// arrives as a float: 2^64 and beyond are out of every range here, and below that a float
-/// with no fraction converts exactly (`as` saturates, so the bound check comes first).
-fn integral_in(number: &serde_json::Number, range: IntRange) -> bool {
-    if let Some(n) = number.as_i64() {
-        return range.contains_i64(n);
-    }
-    if let Some(n) = number.as_u64() {
-        return range.contains_u64(n);
-    }
-    number.as_f64().is_some_and(|n| {
-        n.fract() == 0.0
-            && n.abs() < 18_446_744_073_709_551_616.0
-            && if n < 0.0 {
-                (-n as u64) <= range.below_zero
-            } else {
-                range.contains_u64(n as u64)
-            }
-    })
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
-use crate::proto_json::input_rules::is_required;
+use crate::proto_json::gate::is_required;
 
 /// The schema of `message` as a tool's `inputSchema` or `outputSchema`.
 pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Value {

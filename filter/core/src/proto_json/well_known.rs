@@ -5,12 +5,13 @@ use prost_reflect::{Kind, MessageDescriptor};
 use serde_json::{json, Value};
 
 use super::decimal::IntRange;
+use super::time::MAX_DURATION_SECONDS;
 use super::{Direction, Form};
 
 /// The whole seconds of a `Duration`: at most 10,000 years either way.
 const DURATION_SECONDS: IntRange = IntRange {
     below_zero: 0,
-    above_zero: 315_576_000_000,
+    above_zero: MAX_DURATION_SECONDS,
 };
 /// A `Timestamp`: years 0001 to 9999, upper-case `T` and `Z`, at most nanoseconds.
 const TIMESTAMP_PATTERN: &str = "^(000[1-9]|00[1-9][0-9]|0[1-9][0-9]{2}|[1-9][0-9]{3})-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$";
@@ -94,69 +95,15 @@ impl WellKnown {
             WellKnown::Wrapper(kind) => Form::of(kind).expected(),
         }
     }
-
-    /// Whether a string has the shape the schema's pattern gives (the parser checks the
-    /// values themselves: dates, ranges).
-    pub(super) fn string_fits(&self, text: &str) -> bool {
-        match self {
-            WellKnown::Timestamp => is_timestamp_shape(text),
-            WellKnown::Duration => is_duration_shape(text),
-            WellKnown::FieldMask => is_field_mask_shape(text),
-            _ => true,
-        }
-    }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS[.fraction]Z|±HH:MM`, digits where digits go, year 0001 or later (the
-/// parser checks the date itself).
-fn is_timestamp_shape(text: &str) -> bool {
-    let bytes = text.as_bytes();
-    let fixed = b"dddd-dd-ddTdd:dd:dd";
-    if bytes.len() < fixed.len() || !shape_matches(&bytes[..fixed.len()], fixed) || bytes.starts_with(b"0000") {
-        return false;
-    }
-    let mut rest = &bytes[fixed.len()..];
-    if let Some(fraction) = rest.strip_prefix(b".") {
-        let digits = fraction.iter().take_while(|b| b.is_ascii_digit()).count();
-        if !(1..=9).contains(&digits) {
-            return false;
-        }
-        rest = &fraction[digits..];
-    }
-    rest == b"Z" || (rest.len() == 6 && matches!(rest[0], b'+' | b'-') && shape_matches(&rest[1..], b"dd:dd"))
-}
-
-/// `-?seconds(.1-9 digits)?s`, the seconds canonical and in range.
-fn is_duration_shape(text: &str) -> bool {
-    let Some(number) = text.strip_suffix('s') else {
-        return false;
-    };
-    let number = number.strip_prefix('-').unwrap_or(number);
-    let (whole, fraction) = number.split_once('.').unwrap_or((number, "0"));
-    DURATION_SECONDS.is_canonical_decimal(whole)
-        && (1..=9).contains(&fraction.len())
-        && fraction.bytes().all(|b| b.is_ascii_digit())
 }
 
 /// Comma-separated paths of dot-separated lowerCamelCase names (the JSON form of a mask).
-fn is_field_mask_shape(text: &str) -> bool {
+pub(crate) fn is_field_mask_shape(text: &str) -> bool {
     text.is_empty()
         || text.split(',').all(|path| {
             path.split('.').all(|name| {
                 let mut bytes = name.bytes();
                 bytes.next().is_some_and(|first| first.is_ascii_lowercase()) && bytes.all(|b| b.is_ascii_alphanumeric())
             })
-        })
-}
-
-/// `shape` spells the bytes: `d` a digit, anything else itself.
-fn shape_matches(bytes: &[u8], shape: &[u8]) -> bool {
-    bytes.len() == shape.len()
-        && bytes.iter().zip(shape).all(|(byte, want)| {
-            if *want == b'd' {
-                byte.is_ascii_digit()
-            } else {
-                byte == want
-            }
         })
 }

@@ -25,7 +25,7 @@ use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
-use crate::proto_json::transcode::ArgumentError;
+use crate::proto_json::gate::ArgumentError;
 use crate::status_details::StatusDetails;
 use crate::tools_list::ToolsListPages;
 use crate::upstream::UpstreamCall;

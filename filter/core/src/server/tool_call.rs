@@ -1,6 +1,7 @@
 //! `tools/call`: from the tool's name and arguments to the upstream call, or to a tool error
 //! that names what was wrong. Arguments reach the upstream only after every check here:
-//! duplicate keys, the wrapped root, the parser, the size limit, the mapping table's rules.
+//! duplicate keys, the wrapped root, the gate (the mapping table's forms, required fields,
+//! oneofs), the size limit.
 
 use std::sync::Arc;
 
@@ -11,8 +12,7 @@ use super::{Handled, RequestContext, Server};
 use crate::catalog::Tool;
 use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
-use crate::proto_json::explain::explain;
-use crate::proto_json::transcode::{encode_arguments, ArgumentError};
+use crate::proto_json::gate::ArgumentError;
 use crate::unique_keys::DuplicateKey;
 use crate::upstream::{grpc_frame, UpstreamCall};
 use crate::wrapped_root::unwrap_arguments;
@@ -72,7 +72,7 @@ impl Server {
     fn request_message(&self, tool: &Tool, arguments: &Value) -> Result<Vec<u8>, ArgumentError> {
         let arguments = unwrap_arguments(tool.wrap_input, arguments)?;
         let input = tool.method.input();
-        let message = encode_arguments(&input, arguments).map_err(|error| explain(&input, arguments, error))?;
+        let message = self.catalog.gate().encode(&input, arguments)?;
         let limit = self.limits.max_request_message_bytes;
         if message.len() > limit {
             return Err(ArgumentError {
@@ -80,7 +80,6 @@ impl Server {
                 problem: format!("the arguments encode to {} bytes; the limit is {limit}", message.len()),
             });
         }
-        self.catalog.rules().check(&input, arguments)?;
         Ok(message)
     }
 }

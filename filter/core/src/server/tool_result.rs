@@ -11,7 +11,7 @@ use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED, UNAVAILABLE};
 use crate::jsonrpc;
-use crate::proto_json::transcode::render_response;
+use crate::proto_json::render::{render, write_string};
 use crate::upstream::{CallEnd, GrpcReply, UpstreamCall};
 use crate::wrapped_root::wrap_content;
 
@@ -51,7 +51,7 @@ impl Server {
     /// The structured content of a successful call, as JSON text; or the words for a failure.
     fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> Result<String, String> {
         if grpc.status == 0 {
-            return match render_response(&tool.method.output(), grpc.body) {
+            return match render(&tool.method.output(), grpc.body) {
                 Ok(content) => Ok(wrap_content(tool.wrap_output, content)),
                 Err(error) => Err(format!(
                     "{} answered with a response that could not be decoded: {}",
@@ -78,11 +78,9 @@ impl Server {
     /// Written as text: every successful call comes through here, and the structured
     /// content is already JSON text.
     pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
-        // Serializing a string cannot fail; this writes it quoted and escaped, without a copy.
-        let escaped_text = serde_json::to_string(result.text).unwrap_or_default();
-        let mut json = String::with_capacity(escaped_text.len() + result.structured.map_or(0, str::len) + 128);
+        let mut json = String::with_capacity(2 * result.text.len() + result.structured.map_or(0, str::len) + 160);
         json.push_str(r#"{"content":[{"type":"text","text":"#);
-        json.push_str(&escaped_text);
+        write_string(&mut json, result.text);
         json.push_str("}]");
         if let Some(structured) = result.structured {
             json.push_str(r#","structuredContent":"#);
