@@ -16,8 +16,6 @@ GRPC_PATH = f"/{SERVICE}/{METHOD}"
 EMPTY_SERVICE = "test.kitchensink.v1.KitchenSinkService"
 # Named as in the demo bootstrap: the harness's Envoy points a cluster of this name at the upstream.
 CLUSTER = "demo_grpc"
-# The header Switchblade's routed calls select their cluster with.
-ROUTE_HEADER = "x-switchblade-cluster"
 # The payload every system sends: item 1, whose answer (~230 bytes of JSON) has a nested
 # message, a repeated field, a map and a Timestamp.
 ITEM_ID = 1
@@ -30,24 +28,11 @@ MCP_HEADERS = {
 }
 
 
-def tools_call(tool: str, arguments: dict[str, Any] | None = None, modern: bool = False) -> str:
-    params: dict[str, Any] = {"name": tool, "arguments": {"id": str(ITEM_ID)} if arguments is None else arguments}
-    if modern:
-        params["_meta"] = {
-            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
-            "io.modelcontextprotocol/clientCapabilities": {},
-            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
-        }
-    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, separators=(",", ":"))
-
-
-# The stateless era (2026-07-28): the version, the method and the tool travel as headers too.
-MODERN_VERSION = "2026-07-28"
-
-
-def modern_headers(tool: str) -> dict[str, str]:
-    return {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-            "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": tool}
+def tools_call(tool: str, arguments: dict[str, Any] | None = None) -> str:
+    return json.dumps({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {"id": str(ITEM_ID)} if arguments is None else arguments},
+    }, separators=(",", ":"))
 
 
 @dataclass
@@ -174,14 +159,6 @@ SYSTEMS = [
            body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
-    System("i", "Switchblade, stateless era (MCP 2026-07-28)", "http", path="/mcp",
-           body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
-           filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
-           check=mcp_result(structured=True)),
-    System("r", "Switchblade, stateless era through the router (experiment)", "http", path="/mcp",
-           body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
-           filters=lambda descriptors, wasm: [*switchblade(wasm, {**switchblade_plugin(), "routing": {"cluster_header": ROUTE_HEADER}}), router()],
-           check=mcp_result(structured=True)),
     # Floors, to show where Switchblade's cost lies: the filter answering by itself, and a call
     # with nothing to transcode (the cost of the upstream call through Envoy's gRPC client).
     System("f", "floor: Switchblade answers MCP ping (no upstream call)", "http", path="/mcp",
@@ -216,13 +193,7 @@ def bootstrap(system: System, descriptors: str, wasm: str) -> dict[str, Any]:
     assert system.filters is not None
     filters = system.filters(descriptors, wasm)
     routes: list[dict[str, Any]] = []
-    buffer_per_route = {"envoy.filters.http.buffer": {
-        "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute",
-        "buffer": {"max_request_bytes": 1048576}}}
     if any(entry["name"] == "switchblade" for entry in filters):
-        routes.append({"match": {"prefix": "/", "headers": [{"name": ROUTE_HEADER, "present_match": True}]},
-                       "route": {"cluster_header": ROUTE_HEADER},
-                       "typed_per_filter_config": buffer_per_route})
         routes.append({"match": {"path": "/mcp"}, "route": {"cluster": CLUSTER},
                        "typed_per_filter_config": {"envoy.filters.http.buffer": {
                            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.BufferPerRoute",

@@ -48,10 +48,6 @@ pub struct McpHeaders {
     pub origin: Option<String>,
     /// `:authority` (HTTP/2) or `Host` (HTTP/1.1), as Envoy presents it.
     pub authority: Option<String>,
-    /// Headers Envoy relies on after this filter, kept when the request is rewritten into a
-    /// gRPC call: the route needs `:scheme` and `x-forwarded-proto`; logs and traces need
-    /// `x-request-id`.
-    pub kept: Vec<(String, String)>,
 }
 
 impl McpHeaders {
@@ -63,9 +59,6 @@ impl McpHeaders {
             let name = name.to_ascii_lowercase();
             if forward.contains(&name) {
                 headers.forwarded.push((name.clone(), value.to_owned()));
-            }
-            if matches!(name.as_str(), ":scheme" | "x-forwarded-proto" | "x-request-id") {
-                headers.kept.push((name.clone(), value.to_owned()));
             }
             let (slot, routing_name) = match name.as_str() {
                 "accept" => (&mut headers.accept, None),

@@ -69,12 +69,18 @@ impl UpstreamCall {
     /// `grpc-timeout` (so the upstream can stop working on an answer nobody will read), then
     /// the gRPC metadata: the service's static metadata and the forwarded request headers.
     pub fn http_headers(&self) -> Vec<(&str, &str)> {
-        call_headers(&self.tool, &self.metadata)
-    }
-
-    /// The tool's name.
-    pub fn tool_name(&self) -> &str {
-        &self.tool.name
+        let tool = &self.tool;
+        let mut headers = Vec::with_capacity(6 + self.metadata.len());
+        headers.extend([
+            (":method", "POST"),
+            (":path", tool.grpc_path.as_str()),
+            (":authority", tool.cluster.as_str()),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", tool.grpc_timeout.as_str()),
+        ]);
+        headers.extend(self.metadata());
+        headers
     }
 
     /// The request body: the message in one gRPC frame.
@@ -93,21 +99,6 @@ impl UpstreamCall {
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_str()))
     }
-}
-
-/// The request headers of a call of `tool` with `metadata`.
-pub(crate) fn call_headers<'a>(tool: &'a Tool, metadata: &'a [(String, String)]) -> Vec<(&'a str, &'a str)> {
-    let mut headers = Vec::with_capacity(6 + metadata.len());
-    headers.extend([
-        (":method", "POST"),
-        (":path", tool.grpc_path.as_str()),
-        (":authority", tool.cluster.as_str()),
-        ("content-type", "application/grpc"),
-        ("te", "trailers"),
-        ("grpc-timeout", tool.grpc_timeout.as_str()),
-    ]);
-    headers.extend(metadata.iter().map(|(name, value)| (name.as_str(), value.as_str())));
-    headers
 }
 
 /// `message` in one uncompressed gRPC frame.

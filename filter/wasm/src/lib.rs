@@ -80,7 +80,6 @@ impl RootContext for Root {
             server: self.server.clone()?,
             memory: Rc::clone(&self.memory),
             state: State::PassThrough,
-            response_headers: Vec::new(),
         }))
     }
 
@@ -118,10 +117,6 @@ enum State {
     PassThrough,
     ReadingBody(McpHeaders),
     AwaitingUpstream(Reply),
-    /// The request's headers are the gRPC call's; its body is read, checked and replaced.
-    RoutingBody(McpHeaders),
-    /// Forwarded by Envoy's router; its answer becomes the tool result.
-    Routed(Reply),
     Answered,
 }
 
@@ -130,8 +125,6 @@ struct Exchange {
     server: Rc<Server>,
     memory: Rc<MemoryGauge>,
     state: State,
-    /// A routed call's answer headers, until its body and trailers have come.
-    response_headers: Vec<(String, Bytes)>,
 }
 
 impl Context for Exchange {
@@ -156,51 +149,6 @@ impl Context for Exchange {
 }
 
 impl HttpContext for Exchange {
-    fn on_http_response_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        let State::Routed(_) = &self.state else {
-            return Action::Continue;
-        };
-        let headers = map_bytes(MapType::HttpResponseHeaders, usize::MAX);
-        if end_of_stream {
-            // A trailers-only answer (or Envoy's own, for a timeout or no upstream).
-            let response = self.routed_result(&headers, &[], &[]);
-            // No body can be added to a response that ends with its headers: answer instead.
-            self.send(&response);
-            return Action::Pause;
-        }
-        self.response_headers = headers;
-        let json: Vec<(&str, &[u8])> = vec![(":status", b"200"), ("content-type", b"application/json")];
-        let _ = hostcalls::set_map_bytes(MapType::HttpResponseHeaders, json);
-        Action::Continue
-    }
-
-    fn on_http_response_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let State::Routed(_) = &self.state else {
-            return Action::Continue;
-        };
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        let body = buffer(BufferType::HttpResponseBody, body_size);
-        let headers = std::mem::take(&mut self.response_headers);
-        let response = self.routed_result(&headers, &body, &[]);
-        let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body_size, &response.body);
-        Action::Continue
-    }
-
-    fn on_http_response_trailers(&mut self, _trailers: usize) -> Action {
-        let State::Routed(_) = &self.state else {
-            return Action::Continue;
-        };
-        let trailers = map_bytes(MapType::HttpResponseTrailers, usize::MAX);
-        let body = buffer(BufferType::HttpResponseBody, usize::MAX);
-        let headers = std::mem::take(&mut self.response_headers);
-        let response = self.routed_result(&headers, &body, &trailers);
-        let _ = hostcalls::set_buffer(BufferType::HttpResponseBody, 0, body.len(), &response.body);
-        let _ = hostcalls::set_map_bytes(MapType::HttpResponseTrailers, Vec::new());
-        Action::Continue
-    }
-
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         let path = header_value(":path").unwrap_or_default();
         let path = String::from_utf8_lossy(&path);
@@ -233,18 +181,6 @@ impl HttpContext for Exchange {
             self.handle(&headers, &[]);
             return Action::Pause;
         }
-        if let Some(routed) = self.server.routed_headers(&headers) {
-            let routed: Vec<(&str, &[u8])> = routed
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_bytes()))
-                .collect();
-            if hostcalls::set_map_bytes(MapType::HttpRequestHeaders, routed).is_ok()
-                && hostcalls::call_foreign_function("clear_route_cache", None).is_ok()
-            {
-                self.state = State::RoutingBody(headers);
-                return Action::Continue;
-            }
-        }
         self.state = State::ReadingBody(headers);
         // The host turns a paused header phase into "stop everything", and then no body
         // callback would come: let the headers go on, and pause in the body phase. The `buffer`
@@ -254,9 +190,6 @@ impl HttpContext for Exchange {
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         let limit = self.server.limits().max_request_bytes;
-        if matches!(self.state, State::RoutingBody(_)) {
-            return self.route_body(body_size, end_of_stream);
-        }
         match &self.state {
             State::PassThrough => return Action::Continue,
             // A body without Content-Length is refused as soon as it outgrows the limit,
@@ -279,61 +212,6 @@ impl HttpContext for Exchange {
 }
 
 impl Exchange {
-    /// The tool result of a routed call, from its answer.
-    fn routed_result(
-        &mut self,
-        headers: &[(String, Bytes)],
-        body: &[u8],
-        trailers: &[(String, Bytes)],
-    ) -> HttpResponse {
-        let State::Routed(mut reply) = std::mem::replace(&mut self.state, State::Answered) else {
-            return HttpResponse::json(500, b"{}".to_vec());
-        };
-        if let Some(call) = reply.take(0) {
-            let end = call_end(&pairs(headers), body, &pairs(trailers));
-            self.server.file(&mut reply, &call, end);
-        }
-        reply.into_response()
-    }
-
-    /// The body of a routed request: checked whole, then replaced by the gRPC frame, or
-    /// answered here (the router never sees a request that is refused).
-    fn route_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        if !end_of_stream {
-            return Action::Pause;
-        }
-        let State::RoutingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
-            return Action::Pause;
-        };
-        let body = buffer(BufferType::HttpRequestBody, body_size);
-        let mut reply = match self.server.handle(McpRequest {
-            headers: &headers,
-            body: &body,
-        }) {
-            Outcome::Respond(response) => {
-                self.answer(&response);
-                return Action::Pause;
-            }
-            Outcome::Await(reply) => reply,
-        };
-        let mut calls = reply.take_calls_to_start();
-        let call = calls.pop();
-        match call {
-            Some(call)
-                if calls.is_empty()
-                    && hostcalls::set_buffer(BufferType::HttpRequestBody, 0, body_size, call.http_body()).is_ok() =>
-            {
-                reply.started(0, call);
-                self.state = State::Routed(reply);
-                Action::Continue
-            }
-            _ => {
-                self.answer(&HttpResponse::json(500, b"{}".to_vec()));
-                Action::Pause
-            }
-        }
-    }
-
     fn handle(&mut self, headers: &McpHeaders, body: &[u8]) {
         let mut reply = match self.server.handle(McpRequest { headers, body }) {
             Outcome::Respond(response) => return self.answer(&response),

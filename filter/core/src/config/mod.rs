@@ -51,20 +51,6 @@ pub struct PluginConfig {
     /// Sizes and depths past which input and output are refused.
     #[serde(default)]
     pub limits: Limits,
-    /// How tool calls reach the upstream.
-    #[serde(default)]
-    pub routing: Routing,
-}
-
-/// How tool calls reach the upstream: each as a call of the filter's own (the default), or,
-/// where the request names its tool in a header (the 2026-07-28 era's `Mcp-Name`), as the
-/// request itself, rewritten into the gRPC call and forwarded by Envoy's router.
-#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct Routing {
-    /// The request header the filter sets to the tool's cluster, for a route that matches it
-    /// and forwards with `cluster_header`. Unset: every call is the filter's own.
-    pub cluster_header: Option<String>,
 }
 
 /// Bounds on what one request may cost.

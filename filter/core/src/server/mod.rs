@@ -20,7 +20,7 @@ use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
-use crate::config::{ConfigError, Limits, PluginConfig, Routing};
+use crate::config::{ConfigError, Limits, PluginConfig};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
@@ -68,7 +68,6 @@ pub struct Server {
     /// Who may call (Origin and Host allowlists).
     callers: CallerPolicy,
     limits: Limits,
-    routing: Routing,
 }
 
 /// What every message of one POST shares.
@@ -129,7 +128,6 @@ impl Server {
                 allowed_origins: config.allowed_origins.clone(),
                 allowed_hosts: config.allowed_hosts.clone(),
             },
-            routing: config.routing.clone(),
         })
     }
 

@@ -10,12 +10,11 @@ use serde_json::{Map, Value};
 use super::tool_result::ToolResult;
 use super::{Handled, RequestContext, Server};
 use crate::catalog::Tool;
-use crate::eras::{decode_header_value, MODERN_VERSION};
 use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
 use crate::proto_json::gate::ArgumentError;
 use crate::unique_keys::DuplicateKey;
-use crate::upstream::{call_headers, grpc_frame, UpstreamCall};
+use crate::upstream::{grpc_frame, UpstreamCall};
 use crate::wrapped_root::unwrap_arguments;
 
 impl Server {
@@ -82,32 +81,6 @@ impl Server {
             });
         }
         Ok(message)
-    }
-}
-
-impl Server {
-    /// For a 2026-07-28 `tools/call` that names a known tool in `Mcp-Name`, when routing is
-    /// configured: the request headers that make the request itself the tool's gRPC call, for
-    /// Envoy's router (the route matches the cluster header). The body is checked when it has
-    /// come; a request refused then never reaches the router.
-    pub fn routed_headers(&self, headers: &McpHeaders) -> Option<Vec<(String, String)>> {
-        let cluster_header = self.routing.cluster_header.as_deref()?;
-        let modern = headers.protocol_version.as_deref() == Some(MODERN_VERSION);
-        if !modern || headers.mcp_method.as_deref() != Some("tools/call") || headers.duplicated.is_some() {
-            return None;
-        }
-        let name = decode_header_value(headers.mcp_name.as_deref()?)?;
-        let tool = self.catalog.get(&name)?;
-        let metadata = call_metadata(tool, headers);
-        let timeout_ms = tool.timeout.as_millis().to_string();
-        let mut routed: Vec<(String, String)> = call_headers(tool, &metadata)
-            .into_iter()
-            .map(|(name, value)| (name.to_owned(), value.to_owned()))
-            .collect();
-        routed.extend(headers.kept.iter().cloned());
-        routed.push((cluster_header.to_owned(), tool.cluster.clone()));
-        routed.push(("x-envoy-upstream-rq-timeout-ms".to_owned(), timeout_ms));
-        Some(routed)
     }
 }
 
