@@ -1,12 +1,13 @@
-"""Runs the five systems of systems.py side by side and prints one table with the ratios.
+"""Runs the systems of systems.py side by side and prints one table with the ratios.
 
 For each system and each concurrency: a warm-up run, then a measured run of the load
 generator (wrk for HTTP, grpc-bench for gRPC) with one call in flight per connection. Around
 the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's call count,
-so every request counted is a call that reached the upstream.
+so every request counted is a call that reached the upstream. The whole set runs --runs times,
+round after round; figures and ratios are medians over the rounds, with their spread.
 
-Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcde]
-                [--no-pin] [--json PATH] [--smoke]
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefgi]
+                [--runs N] [--no-pin] [--json PATH] [--smoke]
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import json
 import os
 import platform
 import re
+import statistics
 import subprocess
 import sys
 from dataclasses import asdict, dataclass
@@ -45,6 +47,8 @@ SYSTEMS_BY_KEY = {system.key: system for system in SYSTEMS}
 class Run:
     system: str
     connections: int
+    # Which repetition of the whole set of systems this run belongs to.
+    round: int
     requests: int
     errors: int
     seconds: float
@@ -124,7 +128,7 @@ def check_answer(system: System, port: int) -> None:
 
 
 def measure(system: System, port: int, envoy: Envoy | None, upstream: Upstream,
-            connections: int, options: argparse.Namespace) -> Run:
+            connections: int, round_: int, options: argparse.Namespace) -> Run:
     if options.warmup > 0:
         load(system, port, connections, options.warmup, options.client_cpus)
     calls_before = upstream.total_calls()
@@ -134,7 +138,7 @@ def measure(system: System, port: int, envoy: Envoy | None, upstream: Upstream,
     requests = summary["requests"]
     errors = summary["errors"] + summary.get("non_2xx", 0)
     return Run(
-        system=system.key, connections=connections, requests=requests, errors=errors,
+        system=system.key, connections=connections, round=round_, requests=requests, errors=errors,
         seconds=summary["seconds"], rps=requests / summary["seconds"],
         p50_ms=summary["p50_us"] / 1000, p99_ms=summary["p99_us"] / 1000,
         upstream_calls=upstream.total_calls() - calls_before,
@@ -144,7 +148,8 @@ def measure(system: System, port: int, envoy: Envoy | None, upstream: Upstream,
 
 
 def run_system(system: System, upstream: Upstream, descriptors: str, options: argparse.Namespace,
-               connections_list: list[int] | None = None, figures: list[CatalogFigures] | None = None) -> list[Run]:
+               connections_list: list[int] | None = None, figures: list[CatalogFigures] | None = None,
+               round_: int = 1) -> list[Run]:
     envoy = start_envoy(system, upstream, descriptors, options.envoy_cpus) if system.filters else None
     port = envoy.port if envoy else upstream.grpc_port
     try:
@@ -153,7 +158,7 @@ def run_system(system: System, upstream: Upstream, descriptors: str, options: ar
             figures.append(envoy_catalog_figures(envoy))
         runs = []
         for connections in connections_list or options.connections:
-            run = measure(system, port, envoy, upstream, connections, options)
+            run = measure(system, port, envoy, upstream, connections, round_, options)
             print(f"  ({system.key}) c={connections:<3} {run.rps:9.0f} req/s  p50 {run.p50_ms:6.2f} ms  "
                   f"p99 {run.p99_ms:6.2f} ms  errors {run.errors}", file=sys.stderr, flush=True)
             runs.append(run)
@@ -178,11 +183,25 @@ def verify(runs: list[Run]) -> list[str]:
     return problems
 
 
-def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, field: str) -> float | None:
-    values = {run.system: getattr(run, field) for run in runs if run.connections == connections}
-    if numerator not in values or denominator not in values or not values[denominator]:
-        return None
-    return values[numerator] / values[denominator]
+def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, field: str) -> list[float]:
+    """The ratio of two systems' figure, round by round: each from the same run of both."""
+    ratios = []
+    for round_ in sorted({run.round for run in runs}):
+        values = {run.system: getattr(run, field) for run in runs
+                  if run.connections == connections and run.round == round_}
+        if values.get(numerator) is not None and values.get(denominator):
+            ratios.append(values[numerator] / values[denominator])
+    return ratios
+
+
+def median_and_spread(values: list[float], digits: int) -> str:
+    """The median, and the lowest and highest value when there are several."""
+    if not values:
+        return "–"
+    median = statistics.median(values)
+    if len(values) == 1:
+        return f"{median:.{digits}f}"
+    return f"{median:.{digits}f} ({min(values):.{digits}f}–{max(values):.{digits}f})"
 
 
 def machine() -> str:
@@ -196,28 +215,37 @@ def machine() -> str:
 
 
 def runs_table(runs: list[Run]) -> str:
+    """Each system at each concurrency: the median of its runs, with the lowest and highest."""
     titles = {key: system.title for key, system in SYSTEMS_BY_KEY.items()}
     lines = ["| system | conns | req/s | p50 ms | p99 ms | Envoy CPU s / 1000 req | Envoy RSS MiB |",
              "|---|---:|---:|---:|---:|---:|---:|"]
-    for run in runs:
-        cpu = f"{run.envoy_cpu_s_per_1000:.3f}" if run.envoy_cpu_s_per_1000 is not None else "–"
-        rss = f"{run.envoy_rss_mib:.1f}" if run.envoy_rss_mib is not None else "–"
-        lines.append(f"| ({run.system}) {titles[run.system]} | {run.connections} | {run.rps:.0f} | "
-                     f"{run.p50_ms:.2f} | {run.p99_ms:.2f} | {cpu} | {rss} |")
+    keys = list(dict.fromkeys((run.system, run.connections) for run in runs))
+    for system, connections in keys:
+        group = [run for run in runs if (run.system, run.connections) == (system, connections)]
+        column = lambda field: [getattr(run, field) for run in group if getattr(run, field) is not None]  # noqa: E731
+        lines.append(f"| ({system}) {titles[system]} | {connections} | {median_and_spread(column('rps'), 0)} | "
+                     f"{median_and_spread(column('p50_ms'), 2)} | {median_and_spread(column('p99_ms'), 2)} | "
+                     f"{median_and_spread(column('envoy_cpu_s_per_1000'), 3)} | "
+                     f"{median_and_spread(column('envoy_rss_mib'), 1)} |")
     return "\n".join(lines)
 
 
+# Which systems the targets compare: Switchblade (e, and i in the stateless era, h as a dynamic
+# module) against the REST transcoder (c) and the native MCP chain (d).
+COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d")]
+
+
 def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
-    """Switchblade (e) against the REST transcoder (c) and the native MCP chain (d)."""
-    lines = ["| conns | (e)/(c) req/s | (e)/(d) req/s | (e)/(d) p99 | (e)/(c) CPU per req | (e)/(d) CPU per req |",
-             "|---:|---:|---:|---:|---:|---:|"]
-    for connections in connections_list:
-        cells = [ratio(runs, "e", "c", connections, "rps"), ratio(runs, "e", "d", connections, "rps"),
-                 ratio(runs, "e", "d", connections, "p99_ms"),
-                 ratio(runs, "e", "c", connections, "envoy_cpu_s_per_1000"),
-                 ratio(runs, "e", "d", connections, "envoy_cpu_s_per_1000")]
-        lines.append(f"| {connections} | " + " | ".join(f"{cell:.2f}" if cell is not None else "–" for cell in cells)
-                     + " |")
+    """Ratios of the same runs, as medians over the rounds (lowest–highest)."""
+    present = {run.system for run in runs}
+    lines = ["| comparison | conns | req/s | p99 | Envoy CPU per req |", "|---|---:|---:|---:|---:|"]
+    for numerator, denominator in COMPARISONS:
+        if numerator not in present or denominator not in present:
+            continue
+        for connections in connections_list:
+            cells = [median_and_spread(ratio(runs, numerator, denominator, connections, field), 2)
+                     for field in ("rps", "p99_ms", "envoy_cpu_s_per_1000")]
+            lines.append(f"| ({numerator})/({denominator}) | {connections} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -249,8 +277,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
     parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--systems", default="abcdefg",
+    parser.add_argument("--systems", default="abcdefgi",
                         help="which systems to run (letters; f and g are floors of Switchblade's cost)")
+    parser.add_argument("--runs", type=int, default=3,
+                        help="rounds of every system, one after another; figures are medians over them")
     parser.add_argument("--no-pin", action="store_true",
                         help="do not pin Envoy to its own CPU (the upstream and the load generator share the rest)")
     parser.add_argument("--no-scale", action="store_true", help="skip the 1,001-tool catalog figures")
@@ -258,7 +288,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
     options = parser.parse_args()
     if options.smoke:
-        options.seconds, options.warmup, options.connections = 1, 0, "1,4"
+        options.seconds, options.warmup, options.connections, options.runs = 1, 0, "1,4", 1
     options.connections = [int(part) for part in options.connections.split(",")]
     options.scale_connections = [options.connections[0], options.connections[-1]] if options.smoke else [1, 16]
     pin = not options.no_pin and (os.cpu_count() or 1) >= 2
@@ -279,18 +309,22 @@ def main() -> None:
     scale_runs: list[Run] = []
     scale_table = ""
     try:
-        for system in SYSTEMS:
-            if system.key in options.systems:
-                print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
-                runs += run_system(system, upstream, descriptors, options)
+        # Round after round of every system, so that a slow minute of a shared machine spreads
+        # over all of them instead of falling on one.
+        for round_ in range(1, options.runs + 1):
+            for system in SYSTEMS:
+                if system.key in options.systems:
+                    print(f"({system.key}) {system.title}, round {round_} of {options.runs}", file=sys.stderr, flush=True)
+                    runs += run_system(system, upstream, descriptors, options, round_=round_)
         if not options.no_scale:
             scale_runs, scale_table = run_scale(upstream, descriptors, options)
     finally:
         upstream.stop()
     pinning = (f"Envoy pinned to CPU {options.envoy_cpus}; upstream and load generator on CPUs {options.client_cpus}"
                if options.envoy_cpus else "no CPU pinning")
-    print(f"\nMachine: {machine()}. {pinning}. Each run {options.seconds:g} s after a {options.warmup:g} s warm-up; "
-          f"one call in flight per connection.\n")
+    print(f"\nMachine: {machine()}. {pinning}. {options.runs} round(s) of every system; each run "
+          f"{options.seconds:g} s after a {options.warmup:g} s warm-up; one call in flight per connection. "
+          f"Figures are medians over the rounds (lowest–highest).\n")
     print(runs_table(runs))
     print()
     print(ratios_table(runs, options.connections))

@@ -28,11 +28,24 @@ MCP_HEADERS = {
 }
 
 
-def tools_call(tool: str, arguments: dict[str, Any] | None = None) -> str:
-    return json.dumps({
-        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": tool, "arguments": {"id": str(ITEM_ID)} if arguments is None else arguments},
-    }, separators=(",", ":"))
+def tools_call(tool: str, arguments: dict[str, Any] | None = None, modern: bool = False) -> str:
+    params: dict[str, Any] = {"name": tool, "arguments": {"id": str(ITEM_ID)} if arguments is None else arguments}
+    if modern:
+        params["_meta"] = {
+            "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+            "io.modelcontextprotocol/clientCapabilities": {},
+            "io.modelcontextprotocol/clientInfo": {"name": "bench", "version": "1"},
+        }
+    return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, separators=(",", ":"))
+
+
+# The stateless era (2026-07-28): the version, the method and the tool travel as headers too.
+MODERN_VERSION = "2026-07-28"
+
+
+def modern_headers(tool: str) -> dict[str, str]:
+    return {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": tool}
 
 
 @dataclass
@@ -157,6 +170,10 @@ SYSTEMS = [
            check=mcp_result(structured=False)),
     System("e", "Switchblade (MCP)", "http", path="/mcp",
            body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
+           check=mcp_result(structured=True)),
+    System("i", "Switchblade, stateless era (MCP 2026-07-28)", "http", path="/mcp",
+           body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
     # Floors, to show where Switchblade's cost lies: the filter answering by itself, and a call

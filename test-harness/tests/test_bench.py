@@ -14,11 +14,13 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
     table = run.stdout
-    for key in "abcdefgLS":
+    for key in "abcdefgiLS":
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
     # The ratios of Switchblade to the REST transcoder and to the native MCP chain, per concurrency.
-    ratios = re.findall(r"^\| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table, re.MULTILINE)
-    assert [row[0] for row in ratios] == ["1", "4"], table
+    ratios = re.findall(r"^\| \((\w)\)/\((\w)\) \| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table,
+                        re.MULTILINE)
+    assert [row[:3] for row in ratios] == [
+        ("e", "c", "1"), ("e", "c", "4"), ("e", "d", "1"), ("e", "d", "4"), ("i", "d", "1"), ("i", "d", "4")], table
     figures = re.search(r"^\| \(L\) .* \| 1001 \| 1000 \| (\d+), .* \| ([\d.]+) MiB \| ([\d,]+) bytes \|", table,
                         re.MULTILINE)
     assert figures, table
