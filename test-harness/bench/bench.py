@@ -6,7 +6,7 @@ the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's
 so every request counted is a call that reached the upstream. The whole set runs --runs times,
 round after round; figures and ratios are medians over the rounds, with their spread.
 
-Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefgi]
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghi]
                 [--runs N] [--no-pin] [--json PATH] [--smoke]
 """
 
@@ -30,7 +30,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
 sys.path.insert(0, str(HERE))
 
-from filter_build import WASM  # noqa: E402
+from filter_build import MODULE, WASM  # noqa: E402
 from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
 from systems import CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
@@ -87,7 +87,9 @@ def rss_mib(pid: int) -> float:
 def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> Envoy:
     """One Envoy (one worker thread, the harness's) running the system's bootstrap."""
     config = bootstrap(system, descriptors, str(WASM.binary))
-    return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus)).start()
+    build = MODULE if system.module else WASM
+    return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus),
+                 build=build).start()
 
 
 def envoy_catalog_figures(envoy: Envoy) -> CatalogFigures:
@@ -277,7 +279,7 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
     parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--systems", default="abcdefgi",
+    parser.add_argument("--systems", default="abcdefghi",
                         help="which systems to run (letters; f and g are floors of Switchblade's cost)")
     parser.add_argument("--runs", type=int, default=3,
                         help="rounds of every system, one after another; figures are medians over them")

@@ -66,6 +66,8 @@ class System:
     reaches_upstream: bool = True
     # A floor: measured to show where a cost lies, not one of the compared systems.
     floor: bool = False
+    # Runs the dynamic module (its Envoy needs the module's route and search path).
+    module: bool = False
 
 
 def router() -> dict[str, Any]:
@@ -125,6 +127,21 @@ def switchblade(wasm: str, plugin: dict[str, Any] | None = None) -> list[dict[st
     ]
 
 
+# The module's route for the calls it forwards through Envoy's router (see envoy/module.yaml).
+ROUTE_HEADER = "x-switchblade-cluster"
+
+
+def switchblade_module(plugin: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Switchblade as a dynamic module: tool calls through Envoy's router, by the cluster header."""
+    configured = {**(plugin or switchblade_plugin()), "routing": {"cluster_header": ROUTE_HEADER}}
+    return [{"name": "switchblade", "typed_config": {
+        "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
+        "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True},
+        "filter_name": "switchblade",
+        "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(configured)},
+    }}]
+
+
 def has_item(body: str) -> str:
     return "" if EXPECTED_NAME in body else f"no item {ITEM_ID} in the answer: {body[:300]}"
 
@@ -172,6 +189,10 @@ SYSTEMS = [
            body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
+    System("h", "Switchblade as a dynamic module (MCP)", "http", path="/mcp",
+           body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade_module(), router()],
+           check=mcp_result(structured=True), module=True),
     System("i", "Switchblade, stateless era (MCP 2026-07-28)", "http", path="/mcp",
            body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],

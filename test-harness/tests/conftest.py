@@ -9,13 +9,24 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from filter_build import WASM, demo_plugin  # noqa: E402
+import filter_build  # noqa: E402
+from filter_build import demo_plugin  # noqa: E402
 from mcp_client import Mcp  # noqa: E402
 from processes import ENVOY_BIN, UPSTREAM_BIN, Envoy, Upstream  # noqa: E402
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--build", choices=sorted(filter_build.BUILDS), default="wasm",
+                     help="which build of the filter Envoy runs: the Wasm filter or the dynamic module")
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"switchblade build: {config.getoption('--build')}"
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
-    missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, WASM.binary) if not p.exists()]
+    build = filter_build.choose(session.config.getoption("--build"))
+    missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, build.binary) if not p.exists()]
     if missing:
         raise pytest.UsageError(f"run scripts/test (it builds and installs these first); missing: {', '.join(missing)}")
 

@@ -1,12 +1,14 @@
 """How a build of the Switchblade filter is wired into an Envoy bootstrap.
 
-There is one build today: the Wasm module run by Envoy's V8 runtime (`WASM`). Everything that
-depends on a build's typed_config is here, so that another build (an Envoy dynamic module, say)
-is one more class meeting `FilterBuild`, and `Envoy` and `static_bootstrap` take it unchanged.
+There are two builds of the same core: the Wasm module run by Envoy's V8 runtime (`WASM`), and
+the native dynamic module (`MODULE`). Everything that depends on a build (its typed_config, its
+routes, its environment, how a test sees it survive) is here; `Envoy` takes whichever build the
+test session runs (`scripts/test` runs the suite once per build: `pytest --build wasm|module`).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Protocol
@@ -21,6 +23,8 @@ DEMO_ECDS = _REPO / "envoy/ecds/demo.yaml"
 class FilterBuild(Protocol):
     """One build of the filter, as an Envoy bootstrap refers to it."""
 
+    # Its name, as `pytest --build` takes it.
+    name: str
     # What the build produces; the tests cannot run without it.
     binary: Path
     # The type of its typed_config, which an ECDS filter entry must list in its type_urls.
@@ -37,10 +41,25 @@ class FilterBuild(Protocol):
         bench's) writes inline for the Wasm build, with a path relative to the repository."""
         ...
 
+    def prepare(self, bootstrap: dict[str, Any]) -> None:
+        """Changes a bootstrap the build needs changed (routes), in place."""
+        ...
+
+    def environment(self) -> dict[str, str]:
+        """What Envoy's environment needs for the build."""
+        ...
+
+    def marks(self, stats: dict[str, int]) -> dict[str, int]:
+        """What must not change while Envoy keeps serving: a test compares them before and after
+        hostile input, and any change means the filter failed (a Wasm VM crashed and was
+        recreated)."""
+        ...
+
 
 class WasmBuild:
     """The filter compiled to wasm32-wasip1, run by Envoy's V8 runtime."""
 
+    name = "wasm"
     binary = _REPO / "target/wasm32-wasip1/release/switchblade_filter.wasm"
     type_url = "type.googleapis.com/envoy.extensions.filters.http.wasm.v3.Wasm"
     log_component = "wasm"
@@ -59,8 +78,89 @@ class WasmBuild:
         """The plugin configuration inside a Wasm typed_config."""
         return typed_config["config"]["configuration"]["value"]
 
+    def prepare(self, bootstrap: dict[str, Any]) -> None:
+        pass
+
+    def environment(self) -> dict[str, str]:
+        return {}
+
+    def marks(self, stats: dict[str, int]) -> dict[str, int]:
+        return {name: value for name, value in stats.items() if name.startswith("wasm.")}
+
 
 WASM = WasmBuild()
+
+# The header the module sets to a tool's cluster, for the route that forwards routed calls.
+CLUSTER_HEADER = "x-switchblade-cluster"
+
+
+class ModuleBuild:
+    """The filter as an Envoy dynamic module (native, for Envoy 1.40), calling through Envoy's
+    router: each bootstrap gets the route that forwards by the cluster header."""
+
+    name = "module"
+    binary = _REPO / "target/module/libswitchblade_module.so"
+    type_url = "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter"
+    log_component = "dynamic_modules"
+
+    def typed_config(self, plugin: dict[str, Any] | str) -> dict[str, Any]:
+        text = plugin if isinstance(plugin, str) else json.dumps(self._routed(plugin))
+        return {
+            "@type": self.type_url,
+            "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True},
+            "filter_name": "switchblade",
+            "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": text},
+        }
+
+    def adopt(self, typed_config: dict[str, Any]) -> dict[str, Any]:
+        if typed_config.get("@type") == self.type_url:
+            return typed_config
+        text = WasmBuild.plugin(typed_config)
+        try:
+            return self.typed_config(json.loads(text))
+        except ValueError:
+            return self.typed_config(text)
+
+    @staticmethod
+    def _routed(plugin: dict[str, Any]) -> dict[str, Any]:
+        """Tool calls through Envoy's router, as a module is meant to run (a test that says
+        otherwise keeps its own `routing`)."""
+        return plugin if "routing" in plugin else {**plugin, "routing": {"cluster_header": CLUSTER_HEADER}}
+
+    def prepare(self, bootstrap: dict[str, Any]) -> None:
+        route = {"match": {"prefix": "/", "headers": [{"name": CLUSTER_HEADER, "present_match": True}]},
+                 "route": {"cluster_header": CLUSTER_HEADER}}
+        for listener in bootstrap["static_resources"]["listeners"]:
+            for chain in listener["filter_chains"]:
+                for network_filter in chain["filters"]:
+                    manager = network_filter.get("typed_config", {})
+                    for host in manager.get("route_config", {}).get("virtual_hosts", []):
+                        routes = host.setdefault("routes", [])
+                        if not any(CLUSTER_HEADER in json.dumps(existing.get("match", {})) for existing in routes):
+                            routes.insert(0, copy.deepcopy(route))
+
+    def environment(self) -> dict[str, str]:
+        return {"ENVOY_DYNAMIC_MODULES_SEARCH_PATH": str(self.binary.parent)}
+
+    def marks(self, stats: dict[str, int]) -> dict[str, int]:
+        # A module has no VM to recreate: a crash is Envoy's, which the test sees as a dead
+        # process. Envoy's own restarts of the listener would show here.
+        return {name: value for name, value in stats.items() if name in ("server.hot_restart_epoch", "listener_manager.total_listeners_active")}
+
+
+MODULE = ModuleBuild()
+BUILDS: dict[str, FilterBuild] = {build.name: build for build in (WASM, MODULE)}
+_current: list[FilterBuild] = [WASM]
+
+
+def current() -> FilterBuild:
+    """The build this test session runs (`pytest --build`)."""
+    return _current[0]
+
+
+def choose(name: str) -> FilterBuild:
+    _current[0] = BUILDS[name]
+    return _current[0]
 
 
 def _demo_typed_config() -> dict[str, Any]:

@@ -19,7 +19,8 @@ from typing import Any, Protocol
 import httpx2
 import yaml
 
-from filter_build import WASM, FilterBuild, demo_plugin, ecds_resource
+import filter_build
+from filter_build import FilterBuild, demo_plugin, ecds_resource
 
 REPO = Path(__file__).resolve().parents[2]
 WORK = REPO / ".work"
@@ -130,10 +131,12 @@ def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
     return listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"]
 
 
-def static_bootstrap(plugin: dict[str, Any] | str, build: FilterBuild = WASM) -> dict[str, Any]:
+def static_bootstrap(plugin: dict[str, Any] | str, build: FilterBuild | None = None) -> dict[str, Any]:
     """The demo bootstrap with the plugin configuration inline instead of from ECDS, as
     `envoy --mode validate` loads and checks it."""
+    build = build or filter_build.current()
     config = demo_config()
+    build.prepare(config)
     for entry in http_filters(config):
         if entry["name"] == "switchblade":
             entry.pop("config_discovery")
@@ -155,10 +158,10 @@ class Envoy:
         bootstrap: dict[str, Any] | None = None,
         name: str = "envoy",
         command_prefix: list[str] | None = None,
-        build: FilterBuild = WASM,
+        build: FilterBuild | None = None,
     ) -> None:
         self.backend = backend
-        self.build = build
+        self.build = build or filter_build.current()
         # For example `taskset -c 1`, to give the benchmarked Envoy a CPU of its own.
         self.command_prefix = command_prefix or []
         self.port = free_port()
@@ -176,6 +179,7 @@ class Envoy:
 
     def _retarget(self) -> None:
         config = self.config
+        self.build.prepare(config)
         config["admin"]["address"]["socket_address"]["port_value"] = self.admin_port
         config["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = self.port
         ports = self.backend.clusters
@@ -215,7 +219,8 @@ class Envoy:
         self.ecds_path.write_text(ecds_resource(self.build, self.plugin))
         self.config_path.write_text(yaml.safe_dump(self.config))
         self.log = self.log_path.open("w")
-        self.process = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT)
+        environment = {**os.environ, **self.build.environment()}
+        self.process = subprocess.Popen(self.command(), stdout=self.log, stderr=subprocess.STDOUT, env=environment)
         if wait:
             wait_until(self.is_ready, f"envoy (log: {self.log_path})", process=self.process)
         return self
@@ -242,6 +247,11 @@ class Envoy:
 
         wait_until(settled, "ECDS update", timeout=timeout, process=self.process)
         return outcome[0]
+
+    def filter_marks(self) -> dict[str, int]:
+        """What must not change while Envoy keeps serving (see `FilterBuild.marks`)."""
+        assert self.process is not None and self.process.poll() is None, f"Envoy died (log: {self.log_path})"
+        return self.build.marks(self.stats())
 
     def is_ready(self) -> bool:
         return httpx2.get(f"{self.admin_url}/ready", timeout=1).status_code == 200

@@ -4,11 +4,12 @@ with a log line that names the key at fault."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 import pytest
 
-from filter_build import demo_plugin
+from filter_build import MODULE, demo_plugin
 from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, static_bootstrap
 import yaml
 
@@ -19,6 +20,8 @@ def validate(config_path) -> subprocess.CompletedProcess:
     return subprocess.run(
         [str(ENVOY_BIN), "--mode", "validate", "-c", str(config_path), "--disable-hot-restart"],
         cwd=REPO,
+        # envoy/module.yaml loads the dynamic module from its search path, whichever build runs.
+        env={**os.environ, **MODULE.environment()},
         capture_output=True,
         text=True,
         timeout=60,
@@ -26,7 +29,7 @@ def validate(config_path) -> subprocess.CompletedProcess:
 
 
 def test_there_are_configs_to_check() -> None:
-    assert {p.name for p in CONFIGS} >= {"demo.yaml", "docker.yaml"}
+    assert {p.name for p in CONFIGS} >= {"demo.yaml", "docker.yaml", "module.yaml"}
 
 
 @pytest.fixture(scope="module", autouse=True)

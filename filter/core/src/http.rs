@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::config::Limits;
-use crate::jsonrpc::{self, RpcError, INVALID_REQUEST};
+use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -206,6 +206,19 @@ impl HttpResponse {
         Self::refused(
             406,
             "Not Acceptable: this endpoint answers with application/json; include it in the Accept header",
+        )
+    }
+
+    /// The filter failed in a way it did not foresee: a JSON-RPC internal error (a host that
+    /// can catch a panic answers with this rather than leave the request hanging).
+    pub fn internal_error() -> Self {
+        Self::rpc_error(
+            500,
+            &RpcError::new(
+                &Value::Null,
+                INTERNAL_ERROR,
+                "Internal error: the filter failed on this request",
+            ),
         )
     }
 

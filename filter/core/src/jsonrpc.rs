@@ -8,6 +8,7 @@ pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
 pub const METHOD_NOT_FOUND: i64 = -32601;
 pub const INVALID_PARAMS: i64 = -32602;
+pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
 pub const HEADER_MISMATCH: i64 = -32020;
 /// MCP 2026-07-28: the requested protocol version is not served.

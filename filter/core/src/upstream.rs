@@ -19,6 +19,10 @@ use crate::grpc_status::{INTERNAL, UNAVAILABLE};
 
 /// The length of a gRPC frame's prefix: a compression flag, then the message length.
 const FRAME_PREFIX: usize = 5;
+/// What of the original request a routed call keeps: route matching needs the scheme, logs
+/// and traces the request id.
+const ROUTED_KEEPS: [&str; 3] = [":scheme", "x-forwarded-proto", "x-request-id"];
+
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
 /// gRPC request).
 const ENVOY_TIMEOUT_MESSAGE: &[u8] = b"upstream request timeout";
@@ -80,6 +84,31 @@ impl UpstreamCall {
             ("grpc-timeout", tool.grpc_timeout.as_str()),
         ]);
         headers.extend(self.metadata());
+        headers
+    }
+
+    /// The request headers that make an MCP request this call, for Envoy's router to forward:
+    /// the call's own, the deadline as the router takes it (it answers DEADLINE_EXCEEDED past
+    /// it, as for a callout), the cluster for a route with `cluster_header`, and what the
+    /// router and the access log need of the original request (scheme, request id).
+    pub fn routed_headers<'a>(
+        &'a self,
+        cluster_header: &'a str,
+        original: &[HeaderPair<'a>],
+    ) -> Vec<(&'a str, Vec<u8>)> {
+        let mut headers: Vec<(&str, Vec<u8>)> = self
+            .http_headers()
+            .into_iter()
+            .map(|(name, value)| (name, value.as_bytes().to_vec()))
+            .collect();
+        let timeout_ms = self.tool.timeout.as_millis().to_string();
+        headers.push(("x-envoy-upstream-rq-timeout-ms", timeout_ms.into_bytes()));
+        headers.push((cluster_header, self.tool.cluster.as_bytes().to_vec()));
+        for (name, value) in original {
+            if ROUTED_KEEPS.contains(name) && !headers.iter().any(|(known, _)| known == name) {
+                headers.push((name, value.to_vec()));
+            }
+        }
         headers
     }
 
@@ -148,6 +177,12 @@ pub enum CallEnd<'a> {
     Malformed {
         problem: &'static str,
     },
+    /// An HTTP error instead of a gRPC answer (from a server that is not gRPC, or from Envoy
+    /// itself when the router cannot make the call), with its body.
+    HttpError {
+        status: u32,
+        body: &'a [u8],
+    },
 }
 
 /// The end to file instead of reading an answer whose body has `body_size` bytes, if its message
@@ -178,12 +213,10 @@ pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[Head
             Some(200) | None => CallEnd::Malformed {
                 problem: "the upstream's answer has no grpc-status",
             },
-            Some(http) => CallEnd::Replied(GrpcReply {
-                status: grpc_status_of_http(http),
-                message: Some(b"the upstream answered with an HTTP error instead of a gRPC status"),
-                body: &[],
-                details: None,
-            }),
+            // Envoy's router, past the route's timeout (its answer to a request that was not gRPC
+            // when it came in, as a routed call was not).
+            Some(504) if body.starts_with(ENVOY_TIMEOUT_MESSAGE) => CallEnd::DeadlinePassed,
+            Some(http) => CallEnd::HttpError { status: http, body },
         };
     };
     let Some(status) = parse_u32(status) else {
@@ -239,7 +272,7 @@ fn parse_u32(bytes: &[u8]) -> Option<u32> {
 
 /// The gRPC status of an HTTP status, as gRPC clients map them (grpc's
 /// doc/http-grpc-status-mapping.md).
-fn grpc_status_of_http(http: u32) -> u32 {
+pub(crate) fn grpc_status_of_http(http: u32) -> u32 {
     match http {
         400 => INTERNAL,
         401 => 16,

@@ -77,10 +77,21 @@ fn envoys_own_timeout_is_the_deadline() {
 #[test]
 fn no_response_is_a_reset_and_an_http_error_maps_to_a_grpc_status() {
     assert!(matches!(call_end(&[], &[], &[]), CallEnd::Reset));
-    let reply = replied(call_end(&[(":status", b"503")], b"no healthy upstream", &[]));
-    assert_eq!(reply.status, UNAVAILABLE);
-    assert_eq!(replied(call_end(&[(":status", b"404")], &[], &[])).status, 12);
-    assert_eq!(replied(call_end(&[(":status", b"418")], &[], &[])).status, 2);
+    assert!(matches!(
+        call_end(&[(":status", b"503")], b"no healthy upstream", &[]),
+        CallEnd::HttpError {
+            status: 503,
+            body: b"no healthy upstream"
+        }
+    ));
+    assert_eq!(grpc_status_of_http(503), UNAVAILABLE);
+    assert_eq!(grpc_status_of_http(404), 12);
+    assert_eq!(grpc_status_of_http(418), 2);
+    // Envoy's router past the route's timeout, for a request that was not gRPC when it came.
+    assert!(matches!(
+        call_end(&[(":status", b"504")], b"upstream request timeout", &[]),
+        CallEnd::DeadlinePassed
+    ));
 }
 
 #[test]

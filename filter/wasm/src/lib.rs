@@ -132,7 +132,7 @@ impl Context for Exchange {
         let State::AwaitingUpstream(reply) = &mut self.state else {
             return;
         };
-        let Some(call) = reply.take(token) else {
+        let Some(call) = reply.take(u64::from(token)) else {
             return;
         };
         if let Some(too_large) = too_large(body_size, self.server.limits().max_response_bytes) {
@@ -226,7 +226,7 @@ impl Exchange {
                 call.timeout(),
             );
             match dispatched {
-                Ok(token) => reply.started(token, call),
+                Ok(token) => reply.started(u64::from(token), call),
                 Err(status) => {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
                     let reason = format!("{status:?}");

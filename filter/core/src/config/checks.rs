@@ -76,6 +76,10 @@ impl PluginConfig {
                 )));
             }
         }
+        if let Some(header) = &self.routing.cluster_header {
+            check_metadata_key(header)
+                .map_err(|problem| ConfigError(format!("at `routing.cluster_header`: {problem}")))?;
+        }
         for (index, header) in self.forward_headers.iter().enumerate() {
             check_metadata_key(header)
                 .map_err(|problem| ConfigError(format!("at `forward_headers[{index}]`: {problem}")))?;

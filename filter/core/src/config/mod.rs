@@ -51,6 +51,21 @@ pub struct PluginConfig {
     /// Sizes and depths past which input and output are refused.
     #[serde(default)]
     pub limits: Limits,
+    /// How tool calls reach the upstream, where the host can choose (the dynamic module).
+    #[serde(default)]
+    pub routing: Routing,
+}
+
+/// How tool calls reach the upstream. The Wasm filter always calls out (proxy-wasm cannot
+/// change a request's headers once its body is read). The dynamic module does too, unless a
+/// cluster header is set: then a lone `tools/call` is the request itself, rewritten into the
+/// gRPC call and forwarded by Envoy's router, with the route's retries, timeouts and stats.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Routing {
+    /// The request header the module sets to the tool's cluster, for a route that matches it
+    /// and forwards with `cluster_header`. The module removes it from every other request.
+    pub cluster_header: Option<String>,
 }
 
 /// Bounds on what one request may cost.

@@ -20,7 +20,7 @@ use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
 use crate::catalog::Catalog;
-use crate::config::{ConfigError, Limits, PluginConfig};
+use crate::config::{ConfigError, Limits, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
@@ -68,6 +68,7 @@ pub struct Server {
     /// Who may call (Origin and Host allowlists).
     callers: CallerPolicy,
     limits: Limits,
+    routing: Routing,
 }
 
 /// What every message of one POST shares.
@@ -128,6 +129,7 @@ impl Server {
                 allowed_origins: config.allowed_origins.clone(),
                 allowed_hosts: config.allowed_hosts.clone(),
             },
+            routing: config.routing.clone(),
         })
     }
 
@@ -141,6 +143,11 @@ impl Server {
 
     pub fn limits(&self) -> &Limits {
         &self.limits
+    }
+
+    /// How tool calls reach the upstream, where the host can choose.
+    pub fn routing(&self) -> &Routing {
+        &self.routing
     }
 
     /// The request headers this configuration forwards upstream (lowercase).

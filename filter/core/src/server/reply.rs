@@ -42,7 +42,7 @@ pub struct Reply {
     /// Calls planned, for the host to start.
     to_start: Vec<UpstreamCall>,
     /// Calls out, by the host's token.
-    out: Vec<(u32, UpstreamCall)>,
+    out: Vec<(u64, UpstreamCall)>,
 }
 
 impl Reply {
@@ -62,15 +62,20 @@ impl Reply {
     }
 
     /// The host has started `call` under `token`.
-    pub fn started(&mut self, token: u32, call: UpstreamCall) {
+    pub fn started(&mut self, token: u64, call: UpstreamCall) {
         self.out.push((token, call));
     }
 
     /// Takes the call under `token` out of the books; `None` once it has ended. Its result is
     /// then filed with [`Server::file`](super::Server::file).
-    pub fn take(&mut self, token: u32) -> Option<UpstreamCall> {
+    pub fn take(&mut self, token: u64) -> Option<UpstreamCall> {
         let index = self.out.iter().position(|(known, _)| *known == token)?;
         Some(self.out.swap_remove(index).1)
+    }
+
+    /// Whether the POST was a JSON-RPC batch.
+    pub fn is_batch(&self) -> bool {
+        self.batch
     }
 
     /// Whether every response is there: no call waits to start or is out.

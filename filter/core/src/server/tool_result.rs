@@ -12,7 +12,7 @@ use crate::eras::Era;
 use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED, UNAVAILABLE};
 use crate::jsonrpc;
 use crate::proto_json::render::{render, write_string};
-use crate::upstream::{CallEnd, GrpcReply, UpstreamCall};
+use crate::upstream::{grpc_status_of_http, CallEnd, GrpcReply, UpstreamCall};
 use crate::wrapped_root::wrap_content;
 
 impl Server {
@@ -40,6 +40,17 @@ impl Server {
                 Err(grpc_failure_text(tool, UNAVAILABLE, message))
             }
             CallEnd::Malformed { problem } => Err(grpc_failure_text(tool, INTERNAL, problem)),
+            CallEnd::HttpError { status, body } => {
+                let mut message = format!("the upstream answered HTTP {status} instead of a gRPC status");
+                // What the answer said, if it is a line of text (Envoy's own words, say).
+                let said = String::from_utf8_lossy(body);
+                let said = said.lines().next().unwrap_or_default().trim();
+                if !said.is_empty() && said.len() <= 200 && !said.chars().any(char::is_control) {
+                    message.push_str(": ");
+                    message.push_str(said);
+                }
+                Err(grpc_failure_text(tool, grpc_status_of_http(status), &message))
+            }
         };
         let result = match &outcome {
             Ok(content) => ToolResult::success(content),

@@ -1,0 +1,434 @@
+//! One MCP request through the module, in safe Rust: the same core as the Wasm filter, with
+//! the call path a native module has and proxy-wasm does not. A lone `tools/call` becomes the
+//! request itself, rewritten into the gRPC call and forwarded by Envoy's router (the route
+//! picks the cluster from a header, `routing.cluster_header`); its answer is rewritten into the
+//! tool result. Batches, and configurations without the header, call out instead.
+
+use std::cell::RefCell;
+
+use switchblade_core::config::ConfigError;
+use switchblade_core::http::{is_mcp_path, route, HttpResponse, McpHeaders, Route};
+use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::upstream::{call_end, too_large, CallEnd, HeaderPair, UpstreamCall};
+
+use crate::abi::{Body, HeaderMap, Stream};
+
+/// One filter configuration, shared by every worker thread.
+pub struct Config {
+    server: Server,
+}
+
+impl Config {
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
+        let server = Server::from_config_bytes(bytes)?;
+        log::info!(
+            "serving {} tools at {} ({})",
+            server.catalog().tool_count(),
+            server.mcp_path(),
+            match server.routing().cluster_header.as_deref() {
+                Some(header) => format!("tool calls through Envoy's router, cluster in header {header}"),
+                None => "tool calls as HTTP callouts".to_owned(),
+            }
+        );
+        Ok(Config { server })
+    }
+}
+
+/// What a hook tells Envoy to do with the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let it go on.
+    Continue,
+    /// Hold it (headers: the body still comes to this filter).
+    Stop,
+    /// Hold it, and keep the body in Envoy's buffer.
+    Buffer,
+    /// Hold it; the body chunk is not kept (the request was answered, or the answer replaced).
+    Drop,
+}
+
+enum State {
+    PassThrough,
+    ReadingBody(Box<McpHeaders>),
+    /// Forwarded by Envoy's router as the gRPC call; its answer becomes the tool result.
+    Routed {
+        reply: Reply,
+        response: Response,
+    },
+    /// Calls out, the request held until every one has ended.
+    CallingOut {
+        reply: Reply,
+        answers: Vec<(u64, Answer)>,
+    },
+    Answered,
+}
+
+/// What has come back on a call so far.
+#[derive(Default)]
+struct Answer {
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    /// The body's whole size, of which only what fits the limit is kept.
+    size: usize,
+    trailers: Vec<(String, Vec<u8>)>,
+}
+
+/// What has come of a routed call's answer so far.
+#[derive(Default)]
+struct Response {
+    headers: Vec<(String, Vec<u8>)>,
+    /// The answer outgrew `limits.max_response_bytes`: its bytes are dropped as they come.
+    too_large: Option<usize>,
+}
+
+/// One HTTP request through the module.
+pub struct Exchange {
+    config: &'static Config,
+    state: RefCell<State>,
+}
+
+impl Exchange {
+    pub fn new(config: &'static Config) -> Self {
+        Exchange {
+            config,
+            state: RefCell::new(State::PassThrough),
+        }
+    }
+
+    fn server(&self) -> &'static Server {
+        &self.config.server
+    }
+
+    pub fn request_headers(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
+        let server = self.server();
+        let cluster_header = server.routing().cluster_header.as_deref();
+        let path = stream.header(HeaderMap::Request, ":path").unwrap_or_default();
+        let path = String::from_utf8_lossy(&path);
+        if !is_mcp_path(&path, server.mcp_path()) {
+            // Only the filter chooses a route by the cluster header: a client's is removed.
+            if let Some(header) = cluster_header {
+                stream.remove_header(HeaderMap::Request, header);
+            }
+            return Verdict::Continue;
+        }
+        let pairs = stream.headers(HeaderMap::Request);
+        let text = |name: &str| {
+            pairs
+                .iter()
+                .find(|(key, _)| key == name)
+                .map(|(_, value)| String::from_utf8_lossy(value))
+        };
+        let method = text(":method").unwrap_or_default();
+        if route(&method, &path, server.mcp_path()) == Route::MethodNotAllowed {
+            return self.answer(stream, &HttpResponse::method_not_allowed());
+        }
+        let limit = server.limits().max_request_bytes;
+        let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
+        if let Some(length) = declared.filter(|length| *length > limit) {
+            return self.answer(stream, &HttpResponse::too_large(length, limit));
+        }
+        let headers = mcp_headers(&pairs, server.forward_headers());
+        if end_of_stream {
+            return self.handle(stream, &headers, &[]);
+        }
+        *self.state.borrow_mut() = State::ReadingBody(Box::new(headers));
+        Verdict::Stop
+    }
+
+    pub fn request_body(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
+        if !matches!(*self.state.borrow(), State::ReadingBody(_)) {
+            return match *self.state.borrow() {
+                State::PassThrough | State::Routed { .. } => Verdict::Continue,
+                State::CallingOut { .. } => Verdict::Buffer,
+                _ => Verdict::Drop,
+            };
+        }
+        let limit = self.server().limits().max_request_bytes;
+        let size = stream.body_size(Body::BufferedRequest) + stream.body_size(Body::ReceivedRequest);
+        if size > limit {
+            return self.answer(stream, &HttpResponse::too_large(size, limit));
+        }
+        if !end_of_stream {
+            return Verdict::Buffer;
+        }
+        self.end_of_request(stream)
+    }
+
+    pub fn request_trailers(&self, stream: &Stream) -> Verdict {
+        match *self.state.borrow() {
+            State::ReadingBody(_) => {}
+            State::PassThrough | State::Routed { .. } => return Verdict::Continue,
+            _ => return Verdict::Stop,
+        }
+        self.end_of_request(stream)
+    }
+
+    /// The whole request body is in: answer, route, or call out.
+    fn end_of_request(&self, stream: &Stream) -> Verdict {
+        let State::ReadingBody(headers) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+            return Verdict::Drop;
+        };
+        let mut body = stream.body(Body::BufferedRequest);
+        body.extend_from_slice(&stream.body(Body::ReceivedRequest));
+        self.handle(stream, &headers, &body)
+    }
+
+    fn handle(&self, stream: &Stream, headers: &McpHeaders, body: &[u8]) -> Verdict {
+        let server = self.server();
+        let mut reply = match server.handle(McpRequest { headers, body }) {
+            Outcome::Respond(response) => return self.answer(stream, &response),
+            Outcome::Await(reply) => reply,
+        };
+        let mut calls = reply.take_calls_to_start();
+        if let (Some(cluster_header), false, 1) = (
+            server.routing().cluster_header.as_deref(),
+            reply.is_batch(),
+            calls.len(),
+        ) {
+            if let Some(call) = calls.pop() {
+                return self.route_call(stream, reply, call, cluster_header);
+            }
+        }
+        let mut answers = Vec::with_capacity(calls.len());
+        for call in calls {
+            let headers = call.http_headers();
+            match stream.start_call(call.cluster(), &headers, call.http_body(), timeout_ms(&call)) {
+                Ok(id) => {
+                    reply.started(id, call);
+                    answers.push((id, Answer::default()));
+                }
+                Err(result) => {
+                    let reason = format!("Envoy refused the call (result {result})");
+                    server.file(&mut reply, &call, CallEnd::NotStarted { reason: &reason });
+                }
+            }
+        }
+        if reply.is_complete() {
+            return self.answer(stream, &reply.into_response());
+        }
+        *self.state.borrow_mut() = State::CallingOut { reply, answers };
+        Verdict::Buffer
+    }
+
+    /// Makes the request the gRPC call: its headers become the call's (and those Envoy needs
+    /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
+    fn route_call(&self, stream: &Stream, mut reply: Reply, call: UpstreamCall, cluster_header: &str) -> Verdict {
+        let original = stream.headers(HeaderMap::Request);
+        let originals: Vec<HeaderPair<'_>> = original
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        let routed = call.routed_headers(cluster_header, &originals);
+        for (name, _) in &original {
+            if !routed.iter().any(|(kept, _)| kept == name) {
+                stream.remove_header(HeaderMap::Request, name);
+            }
+        }
+        for (name, value) in &routed {
+            stream.set_header(HeaderMap::Request, name, value);
+        }
+        let body = call.http_body();
+        // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
+        if stream.body_size(Body::BufferedRequest) > 0 {
+            stream.drain_body(Body::ReceivedRequest);
+            stream.replace_body(Body::BufferedRequest, body);
+        } else {
+            stream.replace_body(Body::ReceivedRequest, body);
+        }
+        stream.clear_route_cache();
+        reply.started(0, call);
+        *self.state.borrow_mut() = State::Routed {
+            reply,
+            response: Response::default(),
+        };
+        Verdict::Continue
+    }
+
+    pub fn response_headers(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
+        let mut state = self.state.borrow_mut();
+        let State::Routed { response, .. } = &mut *state else {
+            return Verdict::Continue;
+        };
+        response.headers = stream.headers(HeaderMap::Response);
+        drop(state);
+        if end_of_stream {
+            // A trailers-only answer, or Envoy's own for a call it could not make.
+            return self.finish_routed(stream, &[]);
+        }
+        Verdict::Stop
+    }
+
+    pub fn response_body(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
+        let mut state = self.state.borrow_mut();
+        let State::Routed { response, .. } = &mut *state else {
+            return Verdict::Continue;
+        };
+        let size = stream.body_size(Body::BufferedResponse) + stream.body_size(Body::ReceivedResponse);
+        let limit = self.server().limits().max_response_bytes;
+        if response.too_large.is_some() || too_large(size, limit).is_some() {
+            // Not read, and not kept: only its size is told.
+            response.too_large = Some(response.too_large.unwrap_or(0).max(size));
+            stream.drain_body(Body::BufferedResponse);
+            stream.drain_body(Body::ReceivedResponse);
+            drop(state);
+            return if end_of_stream {
+                self.finish_routed(stream, &[])
+            } else {
+                Verdict::Drop
+            };
+        }
+        drop(state);
+        if end_of_stream {
+            return self.finish_routed(stream, &[]);
+        }
+        Verdict::Buffer
+    }
+
+    pub fn response_trailers(&self, stream: &Stream) -> Verdict {
+        if !matches!(*self.state.borrow(), State::Routed { .. }) {
+            return Verdict::Continue;
+        }
+        let trailers = stream.headers(HeaderMap::ResponseTrailers);
+        for (name, _) in &trailers {
+            stream.remove_header(HeaderMap::ResponseTrailers, name);
+        }
+        self.finish_routed(stream, &trailers)
+    }
+
+    /// The routed call's answer is whole: it becomes the tool result, in place of the answer.
+    fn finish_routed(&self, stream: &Stream, trailers: &[(String, Vec<u8>)]) -> Verdict {
+        let State::Routed { mut reply, response } = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered)
+        else {
+            return Verdict::Continue;
+        };
+        let mut body = stream.body(Body::BufferedResponse);
+        body.extend_from_slice(&stream.body(Body::ReceivedResponse));
+        let server = self.server();
+        if let Some(call) = reply.take(0) {
+            let end = match response.too_large {
+                Some(size) => too_large(size, server.limits().max_response_bytes).unwrap_or(CallEnd::TooLarge { size }),
+                None => call_end(&pairs(&response.headers), &body, &pairs(trailers)),
+            };
+            server.file(&mut reply, &call, end);
+        }
+        let answer = reply.into_response();
+        // The answer's headers: the tool result's, nothing of the upstream's.
+        for (name, _) in &response.headers {
+            if name != ":status" {
+                stream.remove_header(HeaderMap::Response, name);
+            }
+        }
+        stream.set_header(HeaderMap::Response, ":status", answer.status.to_string().as_bytes());
+        for (name, value) in &answer.headers {
+            stream.set_header(HeaderMap::Response, name, value.as_bytes());
+        }
+        stream.set_header(
+            HeaderMap::Response,
+            "content-length",
+            answer.body.len().to_string().as_bytes(),
+        );
+        if stream.body_size(Body::BufferedResponse) > 0 {
+            stream.drain_body(Body::ReceivedResponse);
+            stream.replace_body(Body::BufferedResponse, &answer.body);
+        } else if !stream.replace_body(Body::ReceivedResponse, &answer.body) {
+            // No body came at all (an answer that ended with its headers): Envoy makes one.
+            stream.replace_body(Body::BufferedResponse, &answer.body);
+        }
+        Verdict::Continue
+    }
+
+    /// The parts of a call's answer as they come.
+    fn answer_of(&self, call: u64, add: impl FnOnce(&mut Answer)) {
+        if let State::CallingOut { answers, .. } = &mut *self.state.borrow_mut() {
+            if let Some((_, answer)) = answers.iter_mut().find(|(id, _)| *id == call) {
+                add(answer);
+            }
+        }
+    }
+
+    pub fn call_headers(&self, call: u64, headers: Vec<(String, Vec<u8>)>) {
+        self.answer_of(call, |answer| answer.headers = headers);
+    }
+
+    pub fn call_data(&self, call: u64, data: &[u8]) {
+        let limit = self.server().limits().max_response_bytes;
+        self.answer_of(call, |answer| {
+            answer.size += data.len();
+            // Past the limit, only the size is kept: the answer is refused as too large.
+            if too_large(answer.size, limit).is_none() {
+                answer.body.extend_from_slice(data);
+            }
+        });
+    }
+
+    pub fn call_trailers(&self, call: u64, trailers: Vec<(String, Vec<u8>)>) {
+        self.answer_of(call, |answer| answer.trailers = trailers);
+    }
+
+    /// A call has ended (`reset`: without a whole answer); the reply goes once all have.
+    pub fn call_ended(&self, stream: &Stream, call: u64, reset: bool) {
+        let server = self.server();
+        let response = {
+            let mut state = self.state.borrow_mut();
+            let State::CallingOut { reply, answers } = &mut *state else {
+                return;
+            };
+            let Some(position) = answers.iter().position(|(id, _)| *id == call) else {
+                return;
+            };
+            let (_, answer) = answers.swap_remove(position);
+            let Some(upstream_call) = reply.take(call) else {
+                return;
+            };
+            let end = match (reset, too_large(answer.size, server.limits().max_response_bytes)) {
+                (true, _) => CallEnd::Reset,
+                (false, Some(too_large)) => too_large,
+                (false, None) => call_end(&pairs(&answer.headers), &answer.body, &pairs(&answer.trailers)),
+            };
+            server.file(reply, &upstream_call, end);
+            if !reply.is_complete() {
+                return;
+            }
+            let State::CallingOut { reply, .. } = std::mem::replace(&mut *state, State::Answered) else {
+                return;
+            };
+            reply.into_response()
+        };
+        send(stream, &response);
+    }
+
+    fn answer(&self, stream: &Stream, response: &HttpResponse) -> Verdict {
+        *self.state.borrow_mut() = State::Answered;
+        send(stream, response);
+        Verdict::Drop
+    }
+}
+
+fn send(stream: &Stream, response: &HttpResponse) {
+    stream.send_response(response.status, &response.headers, &response.body);
+}
+
+/// The callout's timeout, in milliseconds (never 0, which would mean none).
+fn timeout_ms(call: &UpstreamCall) -> u64 {
+    u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// The headers the MCP endpoint reads. A value that is not UTF-8 is read with U+FFFD in place
+/// of the bad bytes: it then matches no version, media type or origin, and is refused as such.
+fn mcp_headers(pairs: &[(String, Vec<u8>)], forward: &[String]) -> McpHeaders {
+    let values: Vec<std::borrow::Cow<'_, str>> =
+        pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
+    McpHeaders::from_pairs(
+        pairs
+            .iter()
+            .zip(&values)
+            .map(|((name, _), value)| (name.as_str(), value.as_ref())),
+        forward,
+    )
+}
+
+fn pairs(map: &[(String, Vec<u8>)]) -> Vec<HeaderPair<'_>> {
+    map.iter()
+        .map(|(name, value)| (name.as_str(), value.as_slice()))
+        .collect()
+}
