@@ -1,14 +1,17 @@
 """Soak: Switchblade under steady load for a while, with memory sampled along the way.
 
-    .venv/bin/python test-harness/soak.py [SECONDS] [CONNECTIONS]
+    .venv/bin/python test-harness/soak.py [SECONDS] [CONNECTIONS] [--build wasm|module]
 
-Starts the demo upstream and Envoy (as the tests do), drives tools/call from CONNECTIONS
-concurrent connections for SECONDS, and reports the answers, unexpected errors, and Envoy's
-RSS at the start, every minute, and at the end. Exits non-zero on any unexpected answer.
+Starts the demo upstream and Envoy (as the tests do) with the chosen build of the filter,
+drives tools/call from CONNECTIONS concurrent connections for SECONDS, and reports the
+answers, unexpected errors, and Envoy's RSS at the start, every minute, and at the end (and,
+for the Wasm build, the VM's linear memory and VM counts). Exits non-zero on any unexpected
+answer.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import threading
 import time
@@ -16,15 +19,24 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "tests"))
 
+import filter_build  # noqa: E402
 from processes import Envoy, Upstream  # noqa: E402
 from load import drive, rss_kib  # noqa: E402
 
 
 def main() -> int:
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 60
-    connections = int(sys.argv[2]) if len(sys.argv) > 2 else 16
+    parser = argparse.ArgumentParser(description="Switchblade under steady load, memory sampled.")
+    parser.add_argument("seconds", type=float, nargs="?", default=600)
+    parser.add_argument("connections", type=int, nargs="?", default=16)
+    parser.add_argument("--build", choices=sorted(filter_build.BUILDS), default="wasm")
+    args = parser.parse_args()
+    seconds, connections = args.seconds, args.connections
+    build = filter_build.choose(args.build)
+    if not build.binary.exists():
+        print(f"missing {build.binary}: run scripts/soak (it builds it first)", file=sys.stderr)
+        return 2
     upstream = Upstream().start()
-    envoy = Envoy(upstream, name="envoy-soak").start()
+    envoy = Envoy(upstream, name="envoy-soak", build=build).start()
     try:
         pid = envoy.process.pid
         time.sleep(1.2)  # one reading of the VM's memory gauge
@@ -49,12 +61,13 @@ def main() -> int:
         envoy.stop()
         upstream.stop()
 
-    print(f"soak: {seconds:.0f}s, {connections} connections, {tally.total} calls, {tally.total / seconds:.0f} calls/s")
+    print(f"soak ({args.build}): {seconds:.0f}s, {connections} connections, {tally.total} calls, {tally.total / seconds:.0f} calls/s")
     print(f"  successes {tally.successes}, tool errors {dict(tally.tool_errors)}, unexpected {dict(tally.unexpected)}")
     print("  Envoy RSS (KiB): " + ", ".join(f"{t:.0f}s {kib}" for t, kib in samples))
-    print(f"  Wasm VM linear memory (bytes): start {vm_memory_start}, end {vm_memory_end}")
-    print(f"  Wasm VMs: {wasm.get('wasm.envoy.wasm.runtime.v8.active')} active, "
-          f"{wasm.get('wasm.envoy.wasm.runtime.v8.created')} created, reloads {wasm.get('wasm.switchblade.vm_reload', 0)}")
+    if build is filter_build.WASM:
+        print(f"  Wasm VM linear memory (bytes): start {vm_memory_start}, end {vm_memory_end}")
+        print(f"  Wasm VMs: {wasm.get('wasm.envoy.wasm.runtime.v8.active')} active, "
+              f"{wasm.get('wasm.envoy.wasm.runtime.v8.created')} created, reloads {wasm.get('wasm.switchblade.vm_reload', 0)}")
     unexpected = sum(tally.unexpected.values()) + sum(tally.tool_errors.values())
     print(f"{tally.total - unexpected} passed, {unexpected} failed")
     return 1 if unexpected else 0

@@ -1,6 +1,6 @@
 """Scale figures: a 1,001-tool catalog from 2,400 messages, served by Switchblade in Envoy.
 
-The .proto is the shape of filter/tests/scale.rs (1,000 unary methods with their request and
+The .proto is the shape of filter/core/tests/scale.rs (1,000 unary methods with their request and
 response messages, a 300-message chain nested one inside the next, a 100-message cycle),
 written as text and compiled by the switchblade CLI, as a user would.
 """

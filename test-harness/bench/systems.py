@@ -198,7 +198,7 @@ SYSTEMS = [
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
     # Floors, to show where Switchblade's cost lies: the filter answering by itself, and a call
-    # with nothing to transcode (the cost of the upstream call through Envoy's gRPC client).
+    # with nothing to transcode (the cost of one upstream call as an HTTP callout).
     System("f", "floor: Switchblade answers MCP ping (no upstream call)", "http", path="/mcp",
            body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"}), headers=MCP_HEADERS,
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],

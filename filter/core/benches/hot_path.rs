@@ -1,4 +1,4 @@
-//! The filter's own work per `tools/call`, natively: `cargo bench -p switchblade-filter --bench hot_path`.
+//! The filter's own work per `tools/call`, natively: `cargo bench -p switchblade-core --bench hot_path`.
 //!
 //! Measures the request half (parse, validate, transcode to protobuf) and the reply half
 //! (decode the response, render the result) of a `CatalogService_GetItem` call, against an

@@ -1,10 +1,16 @@
 //! The HTTP side of the MCP endpoint: which requests it takes, the headers it reads, and
 //! the answers it writes.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use crate::config::Limits;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+
+/// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
+/// (not always UTF-8).
+pub type HeaderPair<'a> = (&'a str, &'a [u8]);
 
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +85,20 @@ impl McpHeaders {
             *slot = Some(value.to_owned());
         }
         headers
+    }
+
+    /// The same, from the pairs as a host hands them over: values that are not UTF-8 are read
+    /// with replacement characters (and so match no expected value) instead of being lost.
+    pub fn from_header_pairs(pairs: &[HeaderPair<'_>], forward: &[String]) -> Self {
+        // Borrowed when the value is valid UTF-8, as it almost always is.
+        let values: Vec<Cow<'_, str>> = pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
+        McpHeaders::from_pairs(
+            pairs
+                .iter()
+                .zip(&values)
+                .map(|((name, _), value)| (*name, value.as_ref())),
+            forward,
+        )
     }
 
     /// The POST must carry JSON (`application/json`, parameters allowed).

@@ -16,6 +16,7 @@ use serde_json::Value;
 use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc_status::{INTERNAL, UNAVAILABLE};
+use crate::http::HeaderPair;
 
 /// The length of a gRPC frame's prefix: a compression flag, then the message length.
 const FRAME_PREFIX: usize = 5;
@@ -191,10 +192,6 @@ pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
     let size = body_size.saturating_sub(FRAME_PREFIX);
     (size > limit).then_some(CallEnd::TooLarge { size })
 }
-
-/// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
-/// (not always UTF-8).
-pub type HeaderPair<'a> = (&'a str, &'a [u8]);
 
 /// How a call ended, from the HTTP response that carried it. The status and message are in
 /// the trailers, or in the headers of a trailers-only answer (which is also how Envoy answers

@@ -70,7 +70,6 @@ const EXAMPLES: &[(&str, &str, bool)] = &[
     ("scalars.an_int64", r#""9223372036854775807""#, true),
     ("scalars.an_int64", r#""-9223372036854775808""#, true),
     ("scalars.an_int64", "-9223372036854775808", true),
-    ("scalars.an_int64", r#""9223372036854775808""#, false),
     ("scalars.an_int64", "9223372036854775808", false),
     ("scalars.an_int64", r#""007""#, false),
     ("scalars.an_int64", r#""+7""#, false),
@@ -79,12 +78,12 @@ const EXAMPLES: &[(&str, &str, bool)] = &[
     ("scalars.an_int64", r#""12abc""#, false),
     ("scalars.an_int64", "1.5", false),
     ("scalars.a_sint64", r#""-9223372036854775808""#, true),
-    ("scalars.a_sint64", r#""-9223372036854775809""#, false),
+    ("scalars.a_sint64", r#""-92233720368547758080""#, false),
+    ("scalars.a_sint64", r#""-07""#, false),
     ("scalars.an_sfixed64", "-10", true),
     ("scalars.an_sfixed64", r#""x""#, false),
     ("scalars.a_uint64", r#""18446744073709551615""#, true),
     ("scalars.a_uint64", "18446744073709551615", true),
-    ("scalars.a_uint64", r#""18446744073709551616""#, false),
     ("scalars.a_uint64", r#""-1""#, false),
     ("scalars.a_uint64", "-7", false),
     ("scalars.a_fixed64", r#""8""#, true),
@@ -123,7 +122,6 @@ const EXAMPLES: &[(&str, &str, bool)] = &[
     ("by_id", r#"{"-5": "a", "9007199254740993": "b"}"#, true),
     ("by_id", r#"{"007": "a"}"#, false),
     ("by_id", r#"{"one": "a"}"#, false),
-    ("by_id", r#"{"9223372036854775808": "a"}"#, false),
     ("by_id", r#"{"1": 2}"#, false),
     ("flags", r#"{"true": 1, "false": 0}"#, true),
     ("flags", r#"{"TRUE": 1}"#, false),
@@ -152,7 +150,6 @@ const EXAMPLES: &[(&str, &str, bool)] = &[
     ("took", r#""-1.500s""#, true),
     ("took", r#""-0.5s""#, true),
     ("took", r#""315576000000.999999999s""#, true),
-    ("took", r#""315576000001s""#, false),
     ("took", r#""01s""#, false),
     ("took", r#""1.5""#, false),
     ("took", r#""1.1234567891s""#, false),
@@ -212,6 +209,29 @@ const EXAMPLES: &[(&str, &str, bool)] = &[
 
 /// Arguments the gate refuses and the input schema cannot say, and why.
 const SCHEMA_GAPS: &[(&str, &str)] = &[
+    // Decimal strings: the pattern says the spelling and the number of digits, the gate the
+    // exact range (a pattern for exactly the 64-bit range is 800 characters per field, carried
+    // by every tools/list and every model's context).
+    (
+        r#"{"must": "x", "scalars": {"an_int64": "9223372036854775808"}}"#,
+        "an int64 string with 19 digits, above the range",
+    ),
+    (
+        r#"{"must": "x", "scalars": {"a_sint64": "-9223372036854775809"}}"#,
+        "a sint64 string with 19 digits, below the range",
+    ),
+    (
+        r#"{"must": "x", "scalars": {"a_uint64": "18446744073709551616"}}"#,
+        "a uint64 string with 20 digits, above the range",
+    ),
+    (
+        r#"{"must": "x", "by_id": {"9223372036854775808": "a"}}"#,
+        "an int64 map key with 19 digits, above the range",
+    ),
+    (
+        r#"{"must": "x", "took": "315576000001s"}"#,
+        "a Duration of 12-digit seconds beyond 10,000 years",
+    ),
     (
         r#"{"must": "x", "anything": {"@type": "type.googleapis.com/acme.Unknown"}}"#,
         "an Any's type is known only at run time",

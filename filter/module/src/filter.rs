@@ -7,9 +7,9 @@
 use std::cell::RefCell;
 
 use switchblade_core::config::ConfigError;
-use switchblade_core::http::{is_mcp_path, route, HttpResponse, McpHeaders, Route};
+use switchblade_core::http::{is_mcp_path, HeaderPair, HttpResponse, McpHeaders};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{call_end, too_large, CallEnd, HeaderPair, UpstreamCall};
+use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
 
 use crate::abi::{Body, HeaderMap, Stream};
 
@@ -111,23 +111,11 @@ impl Exchange {
             }
             return Verdict::Continue;
         }
-        let pairs = stream.headers(HeaderMap::Request);
-        let text = |name: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| key == name)
-                .map(|(_, value)| String::from_utf8_lossy(value))
+        let map = stream.headers(HeaderMap::Request);
+        let headers = match server.admit_headers(&path, &pairs(&map)) {
+            Ok(headers) => headers,
+            Err(refusal) => return self.answer(stream, &refusal),
         };
-        let method = text(":method").unwrap_or_default();
-        if route(&method, &path, server.mcp_path()) == Route::MethodNotAllowed {
-            return self.answer(stream, &HttpResponse::method_not_allowed());
-        }
-        let limit = server.limits().max_request_bytes;
-        let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
-        if let Some(length) = declared.filter(|length| *length > limit) {
-            return self.answer(stream, &HttpResponse::too_large(length, limit));
-        }
-        let headers = mcp_headers(&pairs, server.forward_headers());
         if end_of_stream {
             return self.handle(stream, &headers, &[]);
         }
@@ -415,18 +403,6 @@ fn timeout_ms(call: &UpstreamCall) -> u64 {
 
 /// The headers the MCP endpoint reads. A value that is not UTF-8 is read with U+FFFD in place
 /// of the bad bytes: it then matches no version, media type or origin, and is refused as such.
-fn mcp_headers(pairs: &[(String, Vec<u8>)], forward: &[String]) -> McpHeaders {
-    let values: Vec<std::borrow::Cow<'_, str>> =
-        pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
-    McpHeaders::from_pairs(
-        pairs
-            .iter()
-            .zip(&values)
-            .map(|((name, _), value)| (name.as_str(), value.as_ref())),
-        forward,
-    )
-}
-
 fn pairs(map: &[(String, Vec<u8>)]) -> Vec<HeaderPair<'_>> {
     map.iter()
         .map(|(name, value)| (name.as_str(), value.as_slice()))

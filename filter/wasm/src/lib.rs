@@ -13,7 +13,6 @@
 
 #![cfg(target_arch = "wasm32")]
 
-use std::borrow::Cow;
 use std::cell::Cell;
 use std::rc::Rc;
 
@@ -21,9 +20,9 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, MetricType};
-use switchblade_core::http::{is_mcp_path, route, HttpResponse, McpHeaders, Route};
+use switchblade_core::http::{is_mcp_path, HeaderPair, HttpResponse, McpHeaders};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{call_end, too_large, CallEnd, HeaderPair};
+use switchblade_core::upstream::{call_end, too_large, CallEnd};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -157,26 +156,14 @@ impl HttpContext for Exchange {
         if !is_mcp_path(&path, self.server.mcp_path()) {
             return Action::Continue;
         }
-        let pairs = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let text = |name: &str| {
-            pairs
-                .iter()
-                .find(|(key, _)| key == name)
-                .map(|(_, value)| String::from_utf8_lossy(value))
+        let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
+        let headers = match self.server.admit_headers(&path, &pairs(&map)) {
+            Ok(headers) => headers,
+            Err(refusal) => {
+                self.answer(&refusal);
+                return Action::Pause;
+            }
         };
-        let method = text(":method").unwrap_or_default();
-        if route(&method, &path, self.server.mcp_path()) == Route::MethodNotAllowed {
-            self.answer(&HttpResponse::method_not_allowed());
-            return Action::Pause;
-        }
-        let limit = self.server.limits().max_request_bytes;
-        let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
-        if let Some(length) = declared.filter(|length| *length > limit) {
-            // Refused before a byte of the body is buffered.
-            self.answer(&HttpResponse::too_large(length, limit));
-            return Action::Pause;
-        }
-        let headers = mcp_headers(&pairs, self.server.forward_headers());
         if end_of_stream {
             self.handle(&headers, &[]);
             return Action::Pause;
@@ -265,18 +252,6 @@ impl Exchange {
 /// The headers the MCP endpoint reads (duplicates stay visible). A value that is not UTF-8 is
 /// read with U+FFFD in place of the bad bytes: it then matches no version, media type or
 /// origin, and is refused as such.
-fn mcp_headers(pairs: &[(String, Bytes)], forward: &[String]) -> McpHeaders {
-    // Borrowed when the value is valid UTF-8, as it almost always is.
-    let values: Vec<Cow<'_, str>> = pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
-    McpHeaders::from_pairs(
-        pairs
-            .iter()
-            .zip(&values)
-            .map(|((name, _), value)| (name.as_str(), value.as_ref())),
-        forward,
-    )
-}
-
 /// A map's pairs as the core reads them.
 fn pairs(map: &[(String, Bytes)]) -> Vec<HeaderPair<'_>> {
     map.iter()

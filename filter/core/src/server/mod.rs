@@ -1,7 +1,9 @@
 //! The MCP server of one configuration. A POST to the MCP path goes through four stages, each
 //! in a module of its own:
 //!
-//! 1. HTTP admission: who may call, content negotiation, size ([`crate::http::admit`]);
+//! 1. HTTP admission: the method and declared size from the headers alone
+//!    ([`Server::admit_headers`]), then who may call, content negotiation and the size read
+//!    ([`crate::http::admit`]);
 //! 2. the envelope: one JSON-RPC message or a batch, and the protocol era it speaks (here);
 //! 3. the method table: each message's answer, or an upstream call ([`methods`], and
 //!    [`tool_call`] for `tools/call`);
@@ -23,7 +25,7 @@ use crate::catalog::Catalog;
 use crate::config::{ConfigError, Limits, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
-use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
+use crate::http::{admit, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::proto_json::gate::ArgumentError;
 use crate::status_details::StatusDetails;
@@ -153,6 +155,28 @@ impl Server {
     /// The request headers this configuration forwards upstream (lowercase).
     pub fn forward_headers(&self) -> &[String] {
         &self.forward_headers
+    }
+
+    /// The header phase of a request to the MCP path: an answer now, before a byte of the body
+    /// is buffered (a method other than POST, a declared length over the limit), or the headers
+    /// the endpoint reads, to handle the body with.
+    pub fn admit_headers(&self, path: &str, headers: &[HeaderPair<'_>]) -> Result<McpHeaders, HttpResponse> {
+        let text = |name: &str| {
+            headers
+                .iter()
+                .find(|(key, _)| *key == name)
+                .map(|(_, value)| String::from_utf8_lossy(value))
+        };
+        let method = text(":method").unwrap_or_default();
+        if route(&method, path, &self.mcp_path) == Route::MethodNotAllowed {
+            return Err(HttpResponse::method_not_allowed());
+        }
+        let limit = self.limits.max_request_bytes;
+        let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
+        if let Some(length) = declared.filter(|length| *length > limit) {
+            return Err(HttpResponse::too_large(length, limit));
+        }
+        Ok(McpHeaders::from_header_pairs(headers, &self.forward_headers))
     }
 
     /// Answers a POST to the MCP path, or asks for upstream calls.

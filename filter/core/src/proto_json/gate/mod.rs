@@ -3,38 +3,26 @@
 //! value the table refuses stops the walk with its JSON path, what the field takes and what
 //! was given, so nothing the schema does not promise reaches an upstream.
 
+mod refusal;
+mod required;
+mod well_known;
+
 use std::collections::HashMap;
 
-use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, Kind, MessageDescriptor, Value as ProtoValue};
+use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
-use super::scalar::{encode_key, scalar, Encoded};
+use super::form::{encode_key, scalar, Encoded};
 use super::time::{parse_duration, parse_timestamp};
 use super::well_known::is_field_mask_shape;
-use super::wire::{put_len, put_tag, put_varint, WireType};
-use super::{expected_in_field, field_by_key, json_type, Form, KeyForm, WellKnown};
+use super::wire::put_len;
+use super::{field_by_key, json_type, Form, KeyForm, WellKnown};
+pub use refusal::ArgumentError;
+use refusal::{refusal, refusal_with};
+pub use required::is_required;
+use well_known::{json_value, list_values, snake_case, struct_fields};
 
-const FIELD_BEHAVIOR_EXTENSION: &str = "google.api.field_behavior";
-const FIELD_BEHAVIOR_REQUIRED: i32 = 2;
 const ANY_TYPE_KEY: &str = "@type";
-
-/// Why arguments were refused: where in the arguments, and what was wrong there.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgumentError {
-    /// JSON path of the offending value, `.` for the arguments object itself.
-    pub path: String,
-    pub problem: String,
-}
-
-impl std::fmt::Display for ArgumentError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.path == "." {
-            write!(f, "{}", self.problem)
-        } else {
-            write!(f, "at `{}`: {}", self.path, self.problem)
-        }
-    }
-}
 
 /// The gate of one descriptor pool: which fields each message requires, and where the
 /// messages inside `Any` values are found.
@@ -398,124 +386,5 @@ fn check_oneofs(
     Ok(())
 }
 
-/// `google.protobuf.Struct`: its `fields` map, entry by entry.
-fn struct_fields(object: &Map<String, Value>, out: &mut Vec<u8>) {
-    let mut entry = Vec::new();
-    for (key, value) in object {
-        entry.clear();
-        put_len(&mut entry, 1, key.as_bytes());
-        let mut bytes = Vec::new();
-        json_value(value, &mut bytes);
-        put_len(&mut entry, 2, &bytes);
-        put_len(out, 1, &entry);
-    }
-}
-
-/// `google.protobuf.ListValue`: its `values`.
-fn list_values(items: &[Value], out: &mut Vec<u8>) {
-    let mut bytes = Vec::new();
-    for item in items {
-        bytes.clear();
-        json_value(item, &mut bytes);
-        put_len(out, 1, &bytes);
-    }
-}
-
-/// `google.protobuf.Value`: any JSON value, as the member of its `kind` oneof.
-fn json_value(value: &Value, out: &mut Vec<u8>) {
-    match value {
-        Value::Null => {
-            put_tag(out, 1, WireType::Varint);
-            put_varint(out, 0);
-        }
-        Value::Number(number) => {
-            put_tag(out, 2, WireType::Fixed64);
-            out.extend_from_slice(&number.as_f64().unwrap_or_default().to_bits().to_le_bytes());
-        }
-        Value::String(text) => put_len(out, 3, text.as_bytes()),
-        Value::Bool(flag) => {
-            put_tag(out, 4, WireType::Varint);
-            put_varint(out, u64::from(*flag));
-        }
-        Value::Object(object) => {
-            let mut bytes = Vec::new();
-            struct_fields(object, &mut bytes);
-            put_len(out, 5, &bytes);
-        }
-        Value::Array(items) => {
-            let mut bytes = Vec::new();
-            list_values(items, &mut bytes);
-            put_len(out, 6, &bytes);
-        }
-    }
-}
-
-/// A FieldMask path's JSON spelling (`price.amountMinor`) as proto names (`price.amount_minor`).
-fn snake_case(path: &str) -> String {
-    let mut name = String::with_capacity(path.len() + 4);
-    for character in path.chars() {
-        if character.is_ascii_uppercase() {
-            name.push('_');
-            name.push(character.to_ascii_lowercase());
-        } else {
-            name.push(character);
-        }
-    }
-    name
-}
-
-/// "expected <what the field holds>, got <value>", with a hint where one helps.
-pub(crate) fn refusal(field: &FieldDescriptor, element: bool, value: &Value, why: Option<&'static str>) -> String {
-    let singular = !(field.is_list() || field.is_map());
-    let element_kind = match field.kind() {
-        Kind::Message(entry) if field.is_map() => entry.map_entry_value_field().kind(),
-        kind => kind,
-    };
-    let hint = match (value, Form::of(&element_kind)) {
-        (Value::Null, _) if singular => Some("leave a field out to leave it unset"),
-        (Value::Number(_), Form::Enum(_)) if element || singular => Some("give the value's name, not its number"),
-        _ => why,
-    };
-    refusal_with(expected_in_field(field, element), value, hint)
-}
-
-fn refusal_with(expected: String, value: &Value, detail: Option<&str>) -> String {
-    match detail {
-        Some(detail) => format!("expected {expected}, got {} ({detail})", shown(value)),
-        None => format!("expected {expected}, got {}", shown(value)),
-    }
-}
-
-/// The offending value, short enough for one line.
-fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= 40 {
-        return text;
-    }
-    let cut: String = text.chars().take(37).collect();
-    format!("{cut}...")
-}
-
-/// proto2 `required`, or `google.api.field_behavior = REQUIRED` (when the pool declares it).
-pub fn is_required(pool: &DescriptorPool, field: &FieldDescriptor) -> bool {
-    if field.cardinality() == Cardinality::Required {
-        return true;
-    }
-    let Some(extension) = pool.get_extension_by_name(FIELD_BEHAVIOR_EXTENSION) else {
-        return false;
-    };
-    let options = field.options();
-    if !options.has_extension(&extension) {
-        return false;
-    }
-    match options.get_extension(&extension).as_ref() {
-        ProtoValue::List(behaviors) => behaviors
-            .iter()
-            .any(|behavior| matches!(behavior, ProtoValue::EnumNumber(FIELD_BEHAVIOR_REQUIRED))),
-        _ => false,
-    }
-}
-
 #[cfg(test)]
-#[path = "gate_tests.rs"]
 mod tests;

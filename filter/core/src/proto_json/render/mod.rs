@@ -1,0 +1,287 @@
+//! Upstream answers (protobuf bytes) straight to JSON text, in the forms of the mapping table,
+//! with proto field names, and with every field that has no presence (at its default when
+//! unset) so a model always sees the whole shape. No message is built in between: the bytes
+//! are indexed by field number, then written in the order the descriptor declares.
+//!
+//! Protobuf's own rules apply: the last value of a singular field wins, a message given more
+//! than once is merged, the last member set of a oneof is the one, the last entry of a map key
+//! wins, and fields the descriptor does not know are skipped.
+
+use std::collections::HashMap;
+
+use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor, OneofDescriptor};
+
+mod scalar;
+mod well_known;
+
+use super::wire::{Reader, WireValue};
+use super::Form;
+pub(crate) use scalar::write_string;
+use scalar::{write_default, write_scalar};
+use well_known::write_well_known;
+
+/// How deep messages may nest in an answer: protobuf's own limit, which also keeps the stack
+/// shallow whatever an upstream sends.
+pub(super) const MAX_DEPTH: usize = 100;
+
+/// Why an upstream answer could not be rendered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResponseError(pub String);
+
+/// The answer `bytes`, a `message`, as JSON text.
+pub fn render(message: &MessageDescriptor, bytes: &[u8]) -> Result<String, ResponseError> {
+    let mut out = String::with_capacity(bytes.len() * 2 + 64);
+    write_message(&mut out, message, bytes, 0)
+        .map_err(|why| ResponseError(format!("not a valid {}: {why}", message.full_name())))?;
+    Ok(out)
+}
+
+pub(super) type Why = String;
+
+/// One field occurrence on the wire.
+#[derive(Clone, Copy)]
+pub(super) struct Occurrence<'a> {
+    pub(super) number: u32,
+    pub(super) value: WireValue<'a>,
+}
+
+pub(super) fn write_message(
+    out: &mut String,
+    message: &MessageDescriptor,
+    bytes: &[u8],
+    depth: usize,
+) -> Result<(), Why> {
+    if depth > MAX_DEPTH {
+        return Err(format!("messages are nested more than {MAX_DEPTH} deep"));
+    }
+    if let Form::WellKnown(well_known) = Form::of(&Kind::Message(message.clone())) {
+        return write_well_known(out, &well_known, message, bytes, depth);
+    }
+    let mut fields = index(bytes)?;
+    let winners = oneof_winners(message, &fields);
+    // Stable: occurrences of one field stay in wire order.
+    fields.sort_by_key(|occurrence| occurrence.number);
+    out.push('{');
+    let mut first = true;
+    for field in message.fields() {
+        let start = fields.partition_point(|occurrence| occurrence.number < field.number());
+        let end = fields.partition_point(|occurrence| occurrence.number <= field.number());
+        let occurrences = &fields[start..end];
+        let present = !occurrences.is_empty();
+        let in_oneof = field.containing_oneof().filter(|oneof| !oneof.is_synthetic());
+        let lost = in_oneof.is_some_and(|oneof| !winners.contains(&(oneof, field.number())));
+        if field.supports_presence() && !field.is_list() && !field.is_map() && (!present || lost) {
+            continue;
+        }
+        if !first {
+            out.push(',');
+        }
+        first = false;
+        write_string(out, field.name());
+        out.push(':');
+        if field.is_map() {
+            write_map(out, &field, occurrences, depth)?;
+        } else if field.is_list() {
+            write_list(out, &field, occurrences, depth)?;
+        } else if let Some(last) = occurrences.last() {
+            write_singular(out, &field, occurrences, last, depth)?;
+        } else {
+            write_default(out, &field);
+        }
+    }
+    out.push('}');
+    Ok(())
+}
+
+/// Every field occurrence of a message, in wire order.
+pub(super) fn index(bytes: &[u8]) -> Result<Vec<Occurrence<'_>>, Why> {
+    let mut reader = Reader::new(bytes);
+    let mut fields = Vec::new();
+    while let Some(field) = reader.field().map_err(str::to_owned)? {
+        fields.push(Occurrence {
+            number: field.number,
+            value: field.value,
+        });
+    }
+    Ok(fields)
+}
+
+/// For each oneof, the member set last on the wire: the only one written.
+fn oneof_winners(message: &MessageDescriptor, fields: &[Occurrence<'_>]) -> Vec<(OneofDescriptor, u32)> {
+    let mut winners: Vec<(OneofDescriptor, u32)> = Vec::new();
+    if message.oneofs().all(|oneof| oneof.is_synthetic()) {
+        return winners;
+    }
+    for occurrence in fields {
+        let Some(oneof) = message
+            .get_field(occurrence.number)
+            .and_then(|field| field.containing_oneof())
+            .filter(|oneof| !oneof.is_synthetic())
+        else {
+            continue;
+        };
+        match winners.iter_mut().find(|(known, _)| *known == oneof) {
+            Some(winner) => winner.1 = occurrence.number,
+            None => winners.push((oneof, occurrence.number)),
+        }
+    }
+    winners
+}
+
+fn write_singular(
+    out: &mut String,
+    field: &FieldDescriptor,
+    occurrences: &[Occurrence<'_>],
+    last: &Occurrence<'_>,
+    depth: usize,
+) -> Result<(), Why> {
+    let Kind::Message(message) = field.kind() else {
+        return write_scalar(out, field, &field.kind(), last.value);
+    };
+    // A message given more than once is their merge, which is what their bytes concatenated
+    // decode to.
+    if let [only] = occurrences {
+        return write_message(out, &message, message_bytes(field, only.value)?, depth + 1);
+    }
+    let mut merged = Vec::new();
+    for occurrence in occurrences {
+        merged.extend_from_slice(message_bytes(field, occurrence.value)?);
+    }
+    write_message(out, &message, &merged, depth + 1)
+}
+
+fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'a [u8], Why> {
+    match value {
+        WireValue::Len(bytes) | WireValue::Group(bytes) => Ok(bytes),
+        _ => Err(wrong_wire_type(field)),
+    }
+}
+
+fn write_list(
+    out: &mut String,
+    field: &FieldDescriptor,
+    occurrences: &[Occurrence<'_>],
+    depth: usize,
+) -> Result<(), Why> {
+    let kind = field.kind();
+    out.push('[');
+    let mut first = true;
+    let mut separate = |out: &mut String| {
+        if !first {
+            out.push(',');
+        }
+        first = false;
+    };
+    for occurrence in occurrences {
+        match (&kind, occurrence.value) {
+            (Kind::Message(message), value) => {
+                separate(out);
+                write_message(out, message, message_bytes(field, value)?, depth + 1)?;
+            }
+            // Numbers may come packed, whatever the descriptor says.
+            (kind, WireValue::Len(packed)) if is_packable(kind) => {
+                let mut reader = Reader::new(packed);
+                while !reader.is_empty() {
+                    separate(out);
+                    let value = match fixed_width(kind) {
+                        Some(4) => WireValue::Fixed32(u32::from_le_bytes(take::<4>(&mut reader)?)),
+                        Some(_) => WireValue::Fixed64(u64::from_le_bytes(take::<8>(&mut reader)?)),
+                        None => WireValue::Varint(reader.varint().map_err(str::to_owned)?),
+                    };
+                    write_scalar(out, field, kind, value)?;
+                }
+            }
+            (kind, value) => {
+                separate(out);
+                write_scalar(out, field, kind, value)?;
+            }
+        }
+    }
+    out.push(']');
+    Ok(())
+}
+
+fn take<const N: usize>(reader: &mut Reader<'_>) -> Result<[u8; N], Why> {
+    reader.fixed::<N>().map_err(str::to_owned)
+}
+
+fn write_map(
+    out: &mut String,
+    field: &FieldDescriptor,
+    occurrences: &[Occurrence<'_>],
+    depth: usize,
+) -> Result<(), Why> {
+    let Kind::Message(entry) = field.kind() else {
+        return Err(wrong_wire_type(field));
+    };
+    let (key_field, value_field) = (entry.map_entry_key_field(), entry.map_entry_value_field());
+    // Each key once, at its first place, with its last value.
+    let mut entries: Vec<(String, Option<WireValue<'_>>)> = Vec::with_capacity(occurrences.len());
+    let mut places: HashMap<String, usize> = HashMap::new();
+    for occurrence in occurrences {
+        let mut key = None;
+        let mut value = None;
+        let mut reader = Reader::new(message_bytes(field, occurrence.value)?);
+        while let Some(part) = reader.field().map_err(str::to_owned)? {
+            match part.number {
+                1 => key = Some(part.value),
+                2 => value = Some(part.value),
+                _ => {}
+            }
+        }
+        let mut key_text = String::new();
+        match key {
+            Some(key) => write_scalar(&mut key_text, &key_field, &key_field.kind(), key)?,
+            None => write_default(&mut key_text, &key_field),
+        }
+        // JSON keys are strings: a number or boolean key is written in quotes.
+        if !key_text.starts_with('"') {
+            key_text = format!("\"{key_text}\"");
+        }
+        match places.get(&key_text) {
+            Some(&place) => entries[place].1 = value,
+            None => {
+                places.insert(key_text.clone(), entries.len());
+                entries.push((key_text, value));
+            }
+        }
+    }
+    out.push('{');
+    for (index, (key, value)) in entries.iter().enumerate() {
+        if index > 0 {
+            out.push(',');
+        }
+        out.push_str(key);
+        out.push(':');
+        match (value, value_field.kind()) {
+            (Some(value), Kind::Message(message)) => {
+                write_message(out, &message, message_bytes(&value_field, *value)?, depth + 1)?
+            }
+            (Some(value), kind) => write_scalar(out, &value_field, &kind, *value)?,
+            (None, Kind::Message(message)) => write_message(out, &message, &[], depth + 1)?,
+            (None, _) => write_default(out, &value_field),
+        }
+    }
+    out.push('}');
+    Ok(())
+}
+
+pub(super) fn wrong_wire_type(field: &FieldDescriptor) -> Why {
+    format!("field {} has the wrong wire type", field.name())
+}
+
+fn is_packable(kind: &Kind) -> bool {
+    !matches!(kind, Kind::String | Kind::Bytes | Kind::Message(_))
+}
+
+/// The width of a fixed-size kind on the wire, if it is one.
+fn fixed_width(kind: &Kind) -> Option<usize> {
+    match kind {
+        Kind::Fixed32 | Kind::Sfixed32 | Kind::Float => Some(4),
+        Kind::Fixed64 | Kind::Sfixed64 | Kind::Double => Some(8),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests;
