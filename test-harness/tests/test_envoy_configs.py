@@ -49,6 +49,15 @@ def test_envoy_validates(config) -> None:
         assert "serving 3 tools at /mcp" in result.stdout + result.stderr
 
 
+def test_envoy_loads_the_module_with_its_own_abi_version() -> None:
+    """Envoy 1.40 logs whether a module was built against its ABI version; it loads one that
+    was not and only says so, which for this module would be a defect."""
+    result = validate(REPO / "envoy/module.yaml")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "Dynamic module ABI version v0.2.0 matched." in output, output
+
+
 def test_the_demo_filter_configuration_validates() -> None:
     """envoy/ecds/demo.yaml is only read at run time; check it through a static bootstrap."""
     path = WORK / "demo-static.yaml"
