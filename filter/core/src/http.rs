@@ -12,6 +12,13 @@ use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 /// (not always UTF-8).
 pub type HeaderPair<'a> = (&'a str, &'a [u8]);
 
+/// A header map as hosts hold it (owned names and values), as the pairs the core reads.
+pub fn header_pairs(map: &[(String, Vec<u8>)]) -> Vec<HeaderPair<'_>> {
+    map.iter()
+        .map(|(name, value)| (name.as_str(), value.as_slice()))
+        .collect()
+}
+
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Route {

@@ -7,7 +7,7 @@
 use std::cell::RefCell;
 
 use switchblade_core::config::ConfigError;
-use switchblade_core::http::{is_mcp_path, HeaderPair, HttpResponse, McpHeaders};
+use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
 
@@ -112,7 +112,7 @@ impl Exchange {
             return Verdict::Continue;
         }
         let map = stream.headers(HeaderMap::Request);
-        let headers = match server.admit_headers(&path, &pairs(&map)) {
+        let headers = match server.admit_headers(&path, &header_pairs(&map)) {
             Ok(headers) => headers,
             Err(refusal) => return self.answer(stream, &refusal),
         };
@@ -202,11 +202,7 @@ impl Exchange {
     /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
     fn route_call(&self, stream: &Stream, mut reply: Reply, call: UpstreamCall, cluster_header: &str) -> Verdict {
         let original = stream.headers(HeaderMap::Request);
-        let originals: Vec<HeaderPair<'_>> = original
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_slice()))
-            .collect();
-        let routed = call.routed_headers(cluster_header, &originals);
+        let routed = call.routed_headers(cluster_header, &header_pairs(&original));
         for (name, _) in &original {
             if !routed.iter().any(|(kept, _)| kept == name) {
                 stream.remove_header(HeaderMap::Request, name);
@@ -295,7 +291,7 @@ impl Exchange {
         if let Some(call) = reply.take(0) {
             let end = match response.too_large {
                 Some(size) => too_large(size, server.limits().max_response_bytes).unwrap_or(CallEnd::TooLarge { size }),
-                None => call_end(&pairs(&response.headers), &body, &pairs(trailers)),
+                None => call_end(&header_pairs(&response.headers), &body, &header_pairs(trailers)),
             };
             server.file(&mut reply, &call, end);
         }
@@ -371,7 +367,11 @@ impl Exchange {
             let end = match (reset, too_large(answer.size, server.limits().max_response_bytes)) {
                 (true, _) => CallEnd::Reset,
                 (false, Some(too_large)) => too_large,
-                (false, None) => call_end(&pairs(&answer.headers), &answer.body, &pairs(&answer.trailers)),
+                (false, None) => call_end(
+                    &header_pairs(&answer.headers),
+                    &answer.body,
+                    &header_pairs(&answer.trailers),
+                ),
             };
             server.file(reply, &upstream_call, end);
             if !reply.is_complete() {
@@ -399,12 +399,4 @@ fn send(stream: &Stream, response: &HttpResponse) {
 /// The callout's timeout, in milliseconds (never 0, which would mean none).
 fn timeout_ms(call: &UpstreamCall) -> u64 {
     u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
-}
-
-/// The headers the MCP endpoint reads. A value that is not UTF-8 is read with U+FFFD in place
-/// of the bad bytes: it then matches no version, media type or origin, and is refused as such.
-fn pairs(map: &[(String, Vec<u8>)]) -> Vec<HeaderPair<'_>> {
-    map.iter()
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
-        .collect()
 }

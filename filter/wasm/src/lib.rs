@@ -20,7 +20,7 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, MetricType};
-use switchblade_core::http::{is_mcp_path, HeaderPair, HttpResponse, McpHeaders};
+use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd};
 
@@ -140,7 +140,7 @@ impl Context for Exchange {
             let headers = map_bytes(MapType::HttpCallResponseHeaders, headers);
             let trailers = map_bytes(MapType::HttpCallResponseTrailers, trailers);
             let body = buffer(BufferType::HttpCallResponseBody, body_size);
-            let end = call_end(&pairs(&headers), &body, &pairs(&trailers));
+            let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
             self.server.file(reply, &call, end);
         }
         self.send_if_complete();
@@ -157,7 +157,7 @@ impl HttpContext for Exchange {
             return Action::Continue;
         }
         let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let headers = match self.server.admit_headers(&path, &pairs(&map)) {
+        let headers = match self.server.admit_headers(&path, &header_pairs(&map)) {
             Ok(headers) => headers,
             Err(refusal) => {
                 self.answer(&refusal);
@@ -247,16 +247,6 @@ impl Exchange {
         }
         self.memory.record();
     }
-}
-
-/// The headers the MCP endpoint reads (duplicates stay visible). A value that is not UTF-8 is
-/// read with U+FFFD in place of the bad bytes: it then matches no version, media type or
-/// origin, and is refused as such.
-/// A map's pairs as the core reads them.
-fn pairs(map: &[(String, Bytes)]) -> Vec<HeaderPair<'_>> {
-    map.iter()
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
-        .collect()
 }
 
 /// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty
