@@ -11,6 +11,7 @@ use prost::Message;
 use prost_types::FileDescriptorProto;
 use serde_json::{json, Map, Value};
 use switchblade_core::config::parse_selector;
+use switchblade_core::observe::tag_extraction_rules;
 use switchblade_core::server::Server;
 
 #[derive(Parser)]
@@ -208,9 +209,10 @@ fn ecds_resource(config_json: &str, wasm: &str) -> String {
     )
 }
 
-/// The two HTTP filters Switchblade needs, with the configuration inlined.
+/// The two HTTP filters Switchblade needs, with the configuration inlined, then the bootstrap's
+/// tag extraction for the filter's stats.
 fn envoy_filters(config_json: &str, wasm: &str) -> String {
-    format!(
+    let filters = format!(
         "# Paste under the HTTP connection manager's http_filters, before the router, and enable\n\
          # the buffer filter on the MCP route (typed_per_filter_config; see the README).\n\
          - name: switchblade\n  \
@@ -221,7 +223,24 @@ fn envoy_filters(config_json: &str, wasm: &str) -> String {
          \"@type\": type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer\n    \
          max_request_bytes: 1048576",
         wasm_typed_config(config_json, wasm, 4)
+    );
+    format!(
+        "{filters}\n\n\
+         # And at the top level of the bootstrap: Envoy's tag extraction, which turns the labels\n\
+         # the filter writes into its stat names back into labels (see the README's Observability).\n\
+         {}",
+        stats_config()
     )
+}
+
+/// The bootstrap's `stats_config`: one tag extraction rule per label of the filter's stats.
+/// Single-quoted YAML keeps each regex's backslashes as they are.
+fn stats_config() -> String {
+    let mut text = "stats_config:\n  stats_tags:".to_owned();
+    for (tag, regex) in tag_extraction_rules() {
+        text.push_str(&format!("\n  - tag_name: {tag}\n    regex: '{regex}'"));
+    }
+    text
 }
 
 fn tools(path: &PathBuf) -> Result<String, String> {
@@ -302,5 +321,7 @@ mod tests {
         assert!(ecds.contains("          \"descriptor_set\": "));
         let envoy = config(&users_args(Format::Envoy)).unwrap();
         assert!(envoy.contains("- name: envoy.filters.http.buffer\n  disabled: true"));
+        assert!(envoy
+            .contains("stats_config:\n  stats_tags:\n  - tag_name: tool\n    regex: '^wasmcustom\\.switchblade\\."));
     }
 }

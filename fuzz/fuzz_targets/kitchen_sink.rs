@@ -2,6 +2,7 @@
 //! is single-threaded (it shares state with Rc).
 
 use switchblade_core::http::McpHeaders;
+use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
 
 thread_local! {
@@ -16,7 +17,8 @@ pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, Outcome) 
     let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#);
     let headers = McpHeaders { content_type: Some("application/json".into()), ..McpHeaders::default() };
     SERVER.with(|server| {
-        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes() });
+        let mut observed = Observations::default();
+        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes() }, &mut observed);
         then(server, outcome)
     })
 }

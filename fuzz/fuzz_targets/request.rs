@@ -2,8 +2,11 @@
 //! parsing, era choice, header checks, dispatch, and the replies of the calls it asks for.
 #![no_main]
 
+use std::time::Duration;
+
 use libfuzzer_sys::fuzz_target;
 use switchblade_core::http::McpHeaders;
+use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::upstream::{CallEnd, GrpcReply};
 
@@ -41,13 +44,16 @@ fuzz_target!(|data: &[u8]| {
 });
 
 fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
-    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body }) {
+    let mut observed = Observations::default();
+    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body }, &mut observed) {
         let calls = reply.take_calls_to_start();
         // Answer each call with bytes from the body itself: valid or not, it must not panic.
         for (index, call) in calls.iter().enumerate() {
             let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some(b"x%20y"), body, details: Some(body) };
-            server.file(&mut reply, call, CallEnd::Replied(grpc));
+            server.file(&mut reply, call, CallEnd::Replied(grpc), Duration::ZERO, &mut observed);
         }
         let _ = reply.into_response();
     }
+    // What the host publishes must not panic either, whatever the request was.
+    let _ = (observed.samples(), observed.log_fields());
 }

@@ -6,7 +6,10 @@
 #[path = "kitchen_sink.rs"]
 mod kitchen_sink;
 
+use std::time::Duration;
+
 use libfuzzer_sys::fuzz_target;
+use switchblade_core::observe::Observations;
 use switchblade_core::server::Outcome;
 use switchblade_core::upstream::call_end;
 
@@ -34,7 +37,9 @@ fuzz_target!(|data: &[u8]| {
                 panic!("{tool} did not become a call");
             };
             let calls = reply.take_calls_to_start();
-            server.file(&mut reply, &calls[0], call_end(&headers, &body, &trailers));
+            let mut observed = Observations::default();
+            server.file(&mut reply, &calls[0], call_end(&headers, &body, &trailers), Duration::ZERO, &mut observed);
+            let _ = (observed.samples(), observed.log_fields());
             let _ = reply.into_response();
         });
     }

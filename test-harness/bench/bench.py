@@ -13,6 +13,7 @@ Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems ab
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import platform
@@ -33,7 +34,9 @@ sys.path.insert(0, str(HERE))
 from filter_build import MODULE, WASM  # noqa: E402
 from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
-from systems import CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, bootstrap, tools_list_system  # noqa: E402
+from systems import (  # noqa: E402
+    CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, baseline_systems, bootstrap, tools_list_system,
+)
 
 GRPC_BENCH = REPO / "target/release/grpc-bench"
 CLI = REPO / "target/release/switchblade"
@@ -88,6 +91,9 @@ def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str 
     """One Envoy (one worker thread, the harness's) running the system's bootstrap."""
     config = bootstrap(system, descriptors, str(WASM.binary))
     build = MODULE if system.module else WASM
+    if system.module and system.binary is not None:
+        build = copy.copy(MODULE)
+        build.binary = system.binary
     return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus),
                  build=build).start()
 
@@ -234,7 +240,9 @@ def runs_table(runs: list[Run]) -> str:
 
 # Which systems the targets compare: Switchblade (e, and i in the stateless era, h as a dynamic
 # module) against the REST transcoder (c) and the native MCP chain (d).
-COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d")]
+COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
+               # This checkout against the baseline's builds (`--baseline`).
+               ("e", "E"), ("h", "H")]
 
 
 def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
@@ -287,11 +295,26 @@ def arguments() -> argparse.Namespace:
                         help="do not pin Envoy to its own CPU (the upstream and the load generator share the rest)")
     parser.add_argument("--no-scale", action="store_true", help="skip the 1,001-tool catalog figures")
     parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
+    parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
+                        help="also run (e) and (h) as another checkout built them, as (E) and (H), in the same "
+                             "rounds (build it there first: scripts/bootstrap)")
     parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
     options = parser.parse_args()
     if options.smoke:
         options.seconds, options.warmup, options.connections, options.runs = 1, 0, "1,4", 1
     options.connections = [int(part) for part in options.connections.split(",")]
+    baseline = baseline_systems(options.baseline.resolve()) if options.baseline else []
+    missing = [str(system.binary) for system in baseline if system.binary and not system.binary.exists()]
+    if missing:
+        parser.error(f"the baseline has no builds: {', '.join(missing)} (run scripts/bootstrap there)")
+    # Each baseline system right after its counterpart, so that both see the same minute.
+    options.systems_run = []
+    for system in SYSTEMS:
+        if system.key in options.systems:
+            options.systems_run.append(system)
+            options.systems_run += [other for other in baseline if other.key == system.key.upper()]
+    for system in baseline:
+        SYSTEMS_BY_KEY[system.key] = system
     options.scale_connections = [options.connections[0], options.connections[-1]] if options.smoke else [1, 16]
     pin = not options.no_pin and (os.cpu_count() or 1) >= 2
     last = (os.cpu_count() or 1) - 1
@@ -314,10 +337,9 @@ def main() -> None:
         # Round after round of every system, so that a slow minute of a shared machine spreads
         # over all of them instead of falling on one.
         for round_ in range(1, options.runs + 1):
-            for system in SYSTEMS:
-                if system.key in options.systems:
-                    print(f"({system.key}) {system.title}, round {round_} of {options.runs}", file=sys.stderr, flush=True)
-                    runs += run_system(system, upstream, descriptors, options, round_=round_)
+            for system in options.systems_run:
+                print(f"({system.key}) {system.title}, round {round_} of {options.runs}", file=sys.stderr, flush=True)
+                runs += run_system(system, upstream, descriptors, options, round_=round_)
         if not options.no_scale:
             scale_runs, scale_table = run_scale(upstream, descriptors, options)
     finally:

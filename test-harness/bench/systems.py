@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 SERVICE = "demo.catalog.v1.CatalogService"
@@ -68,6 +69,8 @@ class System:
     floor: bool = False
     # Runs the dynamic module (its Envoy needs the module's route and search path).
     module: bool = False
+    # Another build than this checkout's (`--baseline`): its .wasm, or its module's .so.
+    binary: Path | None = None
 
 
 def router() -> dict[str, Any]:
@@ -136,7 +139,8 @@ def switchblade_module(plugin: dict[str, Any] | None = None) -> list[dict[str, A
     configured = {**(plugin or switchblade_plugin()), "routing": {"cluster_header": ROUTE_HEADER}}
     return [{"name": "switchblade", "typed_config": {
         "@type": "type.googleapis.com/envoy.extensions.filters.http.dynamic_modules.v3.DynamicModuleFilter",
-        "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True},
+        "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True,
+                                  "metrics_namespace": "switchblade"},
         "filter_name": "switchblade",
         "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(configured)},
     }}]
@@ -208,6 +212,23 @@ SYSTEMS = [
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=empty_result, floor=True),
 ]
+
+
+def baseline_systems(checkout: Path) -> list[System]:
+    """(E) and (H): (e) and (h) as another checkout builds them (`--baseline`), to measure a
+    change in the same rounds as the code before it."""
+    wasm = checkout / "target/wasm32-wasip1/release/switchblade_filter.wasm"
+    module = checkout / "target/module/libswitchblade_module.so"
+    return [
+        System("E", f"Switchblade (MCP), baseline {checkout}", "http", path="/mcp",
+               body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade(str(wasm)), router()],
+               check=mcp_result(structured=True), binary=wasm),
+        System("H", f"Switchblade as a dynamic module (MCP), baseline {checkout}", "http", path="/mcp",
+               body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade_module(), router()],
+               check=mcp_result(structured=True), module=True, binary=module),
+    ]
 
 
 def tools_listed(body: str) -> str:

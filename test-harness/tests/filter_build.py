@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -107,7 +108,8 @@ class ModuleBuild:
         text = plugin if isinstance(plugin, str) else json.dumps(self._routed(plugin))
         return {
             "@type": self.type_url,
-            "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True},
+            "dynamic_module_config": {"name": "switchblade_module", "do_not_close": True,
+                                      "metrics_namespace": "switchblade"},
             "filter_name": "switchblade",
             "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": text},
         }
@@ -128,6 +130,7 @@ class ModuleBuild:
         return plugin if "routing" in plugin else {**plugin, "routing": {"cluster_header": CLUSTER_HEADER}}
 
     def prepare(self, bootstrap: dict[str, Any]) -> None:
+        _module_access_logs(bootstrap)
         route = {"match": {"prefix": "/", "headers": [{"name": CLUSTER_HEADER, "present_match": True}]},
                  "route": {"cluster_header": CLUSTER_HEADER}}
         for listener in bootstrap["static_resources"]["listeners"]:
@@ -146,6 +149,16 @@ class ModuleBuild:
         # A module has no VM to recreate: a crash is Envoy's, which the test sees as a dead
         # process. Envoy's own restarts of the listener would show here.
         return {name: value for name, value in stats.items() if name in ("server.hot_restart_epoch", "listener_manager.total_listeners_active")}
+
+
+def _module_access_logs(bootstrap: dict[str, Any]) -> None:
+    """The Wasm filter's access-log fields are filter state (`wasm.switchblade.<field>`); the
+    module's are dynamic metadata (namespace `switchblade`), as in envoy/module.yaml."""
+    text = json.dumps(bootstrap)
+    moved = re.sub(r"%FILTER_STATE\(wasm\.switchblade\.(\w+):PLAIN\)%", r"%DYNAMIC_METADATA(switchblade:\1)%", text)
+    if moved != text:
+        bootstrap.clear()
+        bootstrap.update(json.loads(moved))
 
 
 MODULE = ModuleBuild()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import shutil
 import socket
 import subprocess
 import time
@@ -27,6 +28,10 @@ WORK = REPO / ".work"
 UPSTREAM_BIN = Path(os.environ.get("SWITCHBLADE_UPSTREAM_BIN", REPO / "target/release/demo-upstream"))
 ENVOY_BIN = Path(os.environ.get("ENVOY_BIN", REPO / ".venv/bin/envoy"))
 DEMO_CONFIG = REPO / "envoy/demo.yaml"
+CLI_BIN = REPO / "target/release/switchblade"
+# Debian's prometheus package (scripts/test installs it).
+PROMETHEUS_BIN = shutil.which("prometheus")
+PROMETHEUS_CONFIG = REPO / "envoy/prometheus/prometheus.yml"
 ECDS_STATS = "extension_config_discovery.http_filter.switchblade"
 
 
@@ -126,9 +131,14 @@ def demo_config() -> dict[str, Any]:
     return yaml.safe_load(DEMO_CONFIG.read_text())
 
 
-def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
+def connection_manager(config: dict[str, Any]) -> dict[str, Any]:
+    """The HTTP connection manager of the bootstrap's (first) listener."""
     listener = config["static_resources"]["listeners"][0]
-    return listener["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"]
+    return listener["filter_chains"][0]["filters"][0]["typed_config"]
+
+
+def http_filters(config: dict[str, Any]) -> list[dict[str, Any]]:
+    return connection_manager(config)["http_filters"]
 
 
 def static_bootstrap(plugin: dict[str, Any] | str, build: FilterBuild | None = None) -> dict[str, Any]:
@@ -171,6 +181,7 @@ class Envoy:
         self.ecds_dir = self.dir / "ecds"
         self.ecds_path = self.ecds_dir / "switchblade.yaml"
         self.log_path = self.dir / "envoy.log"
+        self.access_log_path = self.dir / "access.log"
         self.config_path = self.dir / "envoy.yaml"
         self.plugin = plugin if plugin is not None else demo_plugin()
         self.config = copy.deepcopy(bootstrap) if bootstrap is not None else demo_config()
@@ -191,6 +202,8 @@ class Envoy:
             for group in cluster["load_assignment"]["endpoints"]:
                 for endpoint in group["lb_endpoints"]:
                     endpoint["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
+        for access_log in connection_manager(config).get("access_log", []):
+            access_log["typed_config"]["path"] = str(self.access_log_path)
         for entry in http_filters(config):
             if entry["name"] != "switchblade":
                 continue
@@ -287,3 +300,51 @@ class Envoy:
                 stats[name] = int(value)
         return stats
 
+
+
+class Prometheus:
+    """A real Prometheus with the shipped configuration (envoy/prometheus/), scraping one
+    Envoy's admin endpoint every second and evaluating the shipped rules every second."""
+
+    def __init__(self, envoy: Envoy) -> None:
+        self.envoy = envoy
+        self.port = free_port()
+        self.dir = WORK / f"prometheus-{self.port}"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "Prometheus":
+        config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
+        config["global"] = {"scrape_interval": "1s", "evaluation_interval": "1s"}
+        config["rule_files"] = [str(PROMETHEUS_CONFIG.parent / name) for name in config["rule_files"]]
+        config["scrape_configs"][0]["static_configs"] = [{"targets": [f"127.0.0.1:{self.envoy.admin_port}"]}]
+        self.dir.mkdir(parents=True, exist_ok=True)
+        config_path = self.dir / "prometheus.yml"
+        config_path.write_text(yaml.safe_dump(config))
+        self.log = (self.dir / "prometheus.log").open("w")
+        self.process = subprocess.Popen(
+            [str(PROMETHEUS_BIN), f"--config.file={config_path}", f"--storage.tsdb.path={self.dir / 'data'}",
+             f"--web.listen-address=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT,
+        )
+        wait_until(lambda: httpx2.get(f"{self.url}/-/ready", timeout=1).status_code == 200, "prometheus",
+                   process=self.process)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+            self.log.close()
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def query(self, promql: str) -> list[dict[str, Any]]:
+        """The instant vector of a PromQL query: each series' labels and value."""
+        answer = httpx2.get(f"{self.url}/api/v1/query", params={"query": promql}, timeout=5).raise_for_status().json()
+        return [{"labels": sample["metric"], "value": float(sample["value"][1])} for sample in answer["data"]["result"]]
+
+    def rules(self) -> list[dict[str, Any]]:
+        answer = httpx2.get(f"{self.url}/api/v1/rules", timeout=5).raise_for_status().json()
+        return [rule for group in answer["data"]["groups"] for rule in group["rules"]]

@@ -86,7 +86,7 @@ def test_overrides_rename_describe_and_time_tools(swap, upstream: Upstream) -> N
 
 def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Upstream) -> None:
     mcp = swap({"services": {USERS: {"cluster": "demo_grpc", "timeout_ms": 4000, "metadata": {"x-tenant": "acme"}}},
-                "forward_headers": ["authorization", "x-request-id", "traceparent"]})
+                "forward_headers": ["authorization", "x-request-id"]})
     headers = {"authorization": "Bearer token-1", "x-request-id": "req-42",
                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                "cookie": "session=secret", "x-api-key": "k", "x-tenant": "evil"}
@@ -103,8 +103,9 @@ def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Up
 
 def test_nothing_is_forwarded_unless_listed(live: Envoy, upstream: Upstream) -> None:
     mcp = Mcp(live.mcp_url)
-    # The demo forwards authorization, x-request-id and traceparent: other headers stay behind.
-    assert demo_plugin()["forward_headers"] == ["authorization", "x-request-id", "traceparent"]
+    # The demo forwards authorization and x-request-id (and the trace context, by default):
+    # other headers stay behind.
+    assert demo_plugin()["forward_headers"] == ["authorization", "x-request-id"]
     upstream.reset()
     mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
               "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}},

@@ -9,11 +9,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use switchblade_core::http::McpHeaders;
 
+use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::upstream::{CallEnd, GrpcReply};
 
@@ -62,10 +63,13 @@ fn main() {
         body: &response,
         details: None,
     };
-    let plan = || match server.handle(McpRequest {
-        headers: &headers,
-        body: REQUEST,
-    }) {
+    let plan = || match server.handle(
+        McpRequest {
+            headers: &headers,
+            body: REQUEST,
+        },
+        &mut Observations::default(),
+    ) {
         Outcome::Await(mut reply) => {
             let calls = reply.take_calls_to_start();
             (reply, calls)
@@ -79,11 +83,23 @@ fn main() {
     let (_, calls) = plan();
     let reply_half = time(|| {
         let (mut pending, _) = plan();
-        server.file(&mut pending, &calls[0], CallEnd::Replied(reply));
+        server.file(
+            &mut pending,
+            &calls[0],
+            CallEnd::Replied(reply),
+            Duration::ZERO,
+            &mut Observations::default(),
+        );
         black_box(pending.into_response());
     }) - request_half;
     let (mut pending, _) = plan();
-    server.file(&mut pending, &calls[0], CallEnd::Replied(reply));
+    server.file(
+        &mut pending,
+        &calls[0],
+        CallEnd::Replied(reply),
+        Duration::ZERO,
+        &mut Observations::default(),
+    );
     let answer: Value = serde_json::from_slice(&pending.into_response().body).unwrap();
     assert_eq!(answer["result"]["structuredContent"]["name"], "Switchblade multitool");
     let anchor = time(|| {

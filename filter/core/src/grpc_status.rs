@@ -28,6 +28,8 @@ pub fn status_name(code: u32) -> &'static str {
         .unwrap_or("UNKNOWN")
 }
 
+pub const OK: u32 = 0;
+pub const INVALID_ARGUMENT: u32 = 3;
 pub const DEADLINE_EXCEEDED: u32 = 4;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const INTERNAL: u32 = 13;

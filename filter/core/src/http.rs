@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::config::Limits;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::observe::Refusal;
 
 /// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
 /// (not always UTF-8).
@@ -138,11 +139,14 @@ pub struct CallerPolicy {
 
 impl CallerPolicy {
     /// Why a request may not be served (DNS-rebinding protection), if it may not.
-    pub fn refusal(&self, headers: &McpHeaders) -> Option<String> {
+    pub fn refusal(&self, headers: &McpHeaders) -> Option<(Refusal, String)> {
         if !self.allowed_hosts.is_empty() {
             let host = headers.authority.as_deref().unwrap_or_default().to_ascii_lowercase();
             if !self.allowed_hosts.contains(&host) {
-                return Some(format!("Forbidden: host {host:?} is not served here"));
+                return Some((
+                    Refusal::HostNotAllowed,
+                    format!("Forbidden: host {host:?} is not served here"),
+                ));
             }
         }
         let origin = headers.origin.as_deref()?;
@@ -150,29 +154,37 @@ impl CallerPolicy {
             .allowed_origins
             .iter()
             .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin));
-        (!allowed).then(|| format!("Forbidden: origin {origin:?} is not allowed to call this MCP endpoint"))
+        (!allowed).then(|| {
+            (
+                Refusal::OriginNotAllowed,
+                format!("Forbidden: origin {origin:?} is not allowed to call this MCP endpoint"),
+            )
+        })
     }
 }
 
 /// Whether a POST to the MCP path is served at all, before its body is read as JSON: who may
-/// call, content negotiation, and the size limit.
+/// call, content negotiation, and the size limit; the refusal says why, for the stats.
 pub fn admit(
     headers: &McpHeaders,
     body_len: usize,
     callers: &CallerPolicy,
     limits: &Limits,
-) -> Result<(), HttpResponse> {
-    if let Some(refusal) = callers.refusal(headers) {
-        return Err(HttpResponse::forbidden(&refusal));
+) -> Result<(), (Refusal, HttpResponse)> {
+    if let Some((reason, refusal)) = callers.refusal(headers) {
+        return Err((reason, HttpResponse::forbidden(&refusal)));
     }
     if !headers.accepts_json() {
-        return Err(HttpResponse::not_acceptable());
+        return Err((Refusal::NotAcceptable, HttpResponse::not_acceptable()));
     }
     if !headers.content_type_is_json() {
-        return Err(HttpResponse::unsupported_media_type());
+        return Err((Refusal::UnsupportedMediaType, HttpResponse::unsupported_media_type()));
     }
     if body_len > limits.max_request_bytes {
-        return Err(HttpResponse::too_large(body_len, limits.max_request_bytes));
+        return Err((
+            Refusal::PayloadTooLarge,
+            HttpResponse::too_large(body_len, limits.max_request_bytes),
+        ));
     }
     Ok(())
 }
@@ -322,7 +334,10 @@ mod tests {
         assert_eq!(default.refusal(&with(None, "127.0.0.1:10000")), None, "not a browser");
         assert_eq!(
             default.refusal(&with(Some("http://evil.example"), "evil.example:10000")),
-            Some("Forbidden: origin \"http://evil.example\" is not allowed to call this MCP endpoint".into()),
+            Some((
+                Refusal::OriginNotAllowed,
+                "Forbidden: origin \"http://evil.example\" is not allowed to call this MCP endpoint".into()
+            )),
             "a rebinding page's request is same-origin, and still refused"
         );
         let policy = CallerPolicy {
@@ -342,7 +357,10 @@ mod tests {
             .is_some());
         assert_eq!(
             policy.refusal(&with(None, "evil.example:10000")),
-            Some("Forbidden: host \"evil.example:10000\" is not served here".into())
+            Some((
+                Refusal::HostNotAllowed,
+                "Forbidden: host \"evil.example:10000\" is not served here".into()
+            ))
         );
         let open = CallerPolicy {
             allowed_origins: vec!["*".into()],

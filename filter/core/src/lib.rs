@@ -8,13 +8,15 @@
 //! - a new MCP method: [`server::methods`];
 //! - a new proto-to-JSON rule: [`proto_json`] (the one table the schemas, the gate and the
 //!   error wording read);
-//! - the upstream call path: [`upstream`].
+//! - the upstream call path: [`upstream`];
+//! - what is counted and logged: [`observe`].
 
 pub mod catalog;
 pub mod config;
 pub mod descriptors;
 pub mod docs;
 pub mod http;
+pub mod observe;
 pub mod proto_json;
 pub mod server;
 pub mod upstream;

@@ -39,6 +39,8 @@ pub struct UpstreamCall {
     /// The request message in one gRPC frame.
     frame: Vec<u8>,
     metadata: Vec<(String, String)>,
+    /// When the host sent it, on the host's clock.
+    pub(crate) sent_at: Option<Duration>,
 }
 
 impl UpstreamCall {
@@ -57,7 +59,13 @@ impl UpstreamCall {
             slot,
             frame,
             metadata,
+            sent_at: None,
         }
+    }
+
+    /// How long the call has been out at `now`; `None` if it was never sent.
+    pub(crate) fn upstream_time(&self, now: Duration) -> Option<Duration> {
+        self.sent_at.map(|sent_at| now.saturating_sub(sent_at))
     }
 
     /// The Envoy cluster that serves the method.

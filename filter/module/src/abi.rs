@@ -30,6 +30,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
 use switchblade_core::http::HttpResponse;
+use switchblade_core::observe::MetricKind;
 
 use crate::filter::{Config, Exchange, Verdict};
 
@@ -194,6 +195,76 @@ extern "C" {
         end_stream: bool,
         timeout_milliseconds: u64,
     ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_config_define_counter(
+        config: HttpFilterConfigEnvoyPtr,
+        name: ModuleBuffer,
+        label_names: *mut ModuleBuffer,
+        label_names_length: usize,
+        counter_id: *mut usize,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_config_define_histogram(
+        config: HttpFilterConfigEnvoyPtr,
+        name: ModuleBuffer,
+        label_names: *mut ModuleBuffer,
+        label_names_length: usize,
+        histogram_id: *mut usize,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_increment_counter(
+        filter: HttpFilterEnvoyPtr,
+        id: usize,
+        label_values: *mut ModuleBuffer,
+        label_values_length: usize,
+        value: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_record_histogram_value(
+        filter: HttpFilterEnvoyPtr,
+        id: usize,
+        label_values: *mut ModuleBuffer,
+        label_values_length: usize,
+        value: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+        filter: HttpFilterEnvoyPtr,
+        namespace: ModuleBuffer,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    );
+}
+
+/// What the metric calls answer when they worked (`envoy_dynamic_module_type_metrics_result`).
+const METRICS_SUCCESS: u32 = 0;
+
+/// The configuration being made, for the one moment Envoy lets a module define its stats
+/// (during `on_http_filter_config_new`).
+pub struct ConfigStats {
+    config: HttpFilterConfigEnvoyPtr,
+}
+
+impl ConfigStats {
+    /// Defines a labeled counter or histogram; its id, or `None` if Envoy refused it.
+    pub fn define(&self, kind: MetricKind, name: &str, label_names: &[&str]) -> Option<usize> {
+        let mut labels: Vec<ModuleBuffer> = label_names
+            .iter()
+            .map(|label| ModuleBuffer::of(label.as_bytes()))
+            .collect();
+        let mut id = 0usize;
+        let define = match kind {
+            MetricKind::Counter => envoy_dynamic_module_callback_http_filter_config_define_counter,
+            MetricKind::Histogram => envoy_dynamic_module_callback_http_filter_config_define_histogram,
+        };
+        // SAFETY: inside `on_http_filter_config_new`, with its config pointer; every buffer is
+        // module memory for the call (rule 2); `id` is written on success.
+        let result = unsafe {
+            define(
+                self.config,
+                ModuleBuffer::of(name.as_bytes()),
+                labels.as_mut_ptr(),
+                labels.len(),
+                &mut id,
+            )
+        };
+        (result == METRICS_SUCCESS).then_some(id)
+    }
 }
 
 /// Envoy's logger (the `dynamic_modules` component), for the `log` macros.
@@ -364,6 +435,35 @@ impl Stream {
         }
     }
 
+    /// Adds to a labeled counter, or records a histogram value, with one value per label.
+    pub fn record_metric(&self, kind: MetricKind, id: usize, label_values: &[&str], value: u64) -> bool {
+        let mut labels: Vec<ModuleBuffer> = label_values
+            .iter()
+            .map(|label| ModuleBuffer::of(label.as_bytes()))
+            .collect();
+        let record = match kind {
+            MetricKind::Counter => envoy_dynamic_module_callback_http_filter_increment_counter,
+            MetricKind::Histogram => envoy_dynamic_module_callback_http_filter_record_histogram_value,
+        };
+        // SAFETY: a stat defined for this configuration, on this stream (rule 4); the label
+        // values are module memory for the call (rule 2).
+        let result = unsafe { record(self.filter, id, labels.as_mut_ptr(), labels.len(), value) };
+        result == METRICS_SUCCESS
+    }
+
+    /// Sets a string in the stream's dynamic metadata (for access logs).
+    pub fn set_metadata(&self, namespace: &str, key: &str, value: &str) {
+        // SAFETY: all three buffers are module memory for the call (rule 2).
+        unsafe {
+            envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+                self.filter,
+                ModuleBuffer::of(namespace.as_bytes()),
+                ModuleBuffer::of(key.as_bytes()),
+                ModuleBuffer::of(value.as_bytes()),
+            );
+        }
+    }
+
     pub fn clear_route_cache(&self) {
         // SAFETY: a plain action on this stream, in the request path (rule 4).
         unsafe { envoy_dynamic_module_callback_http_clear_route_cache(self.filter) };
@@ -499,11 +599,12 @@ pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
 /// `config` is Envoy's buffer for this call (rule 1).
 #[no_mangle]
 pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
-    _config_envoy: HttpFilterConfigEnvoyPtr,
+    config_envoy: HttpFilterConfigEnvoyPtr,
     _name: EnvoyBuffer,
     config: EnvoyBuffer,
 ) -> HttpFilterConfigModulePtr {
-    guarded_config(ptr::null(), || match Config::from_bytes(&config.to_vec()) {
+    let stats = ConfigStats { config: config_envoy };
+    guarded_config(ptr::null(), || match Config::from_bytes(&config.to_vec(), &stats) {
         Ok(config) => Box::into_raw(Box::new(config)).cast(),
         Err(problem) => {
             log::error!("invalid plugin configuration: {problem}");

@@ -5,22 +5,39 @@
 //! tool result. Batches, and configurations without the header, call out instead.
 
 use std::cell::RefCell;
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use switchblade_core::config::ConfigError;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::observe::{Metric, Observations, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
 
-use crate::abi::{Body, HeaderMap, Stream};
+use crate::abi::{Body, ConfigStats, HeaderMap, Stream};
 
 /// One filter configuration, shared by every worker thread.
 pub struct Config {
     server: Server,
+    /// The id of each of [`Metric::ALL`], in order; `None` where Envoy refused it.
+    metric_ids: Vec<Option<usize>>,
 }
 
 impl Config {
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
+    /// Builds the server, and defines its stats with Envoy's labels (Envoy allows that only
+    /// now, while the configuration is made).
+    pub fn from_bytes(bytes: &[u8], stats: &ConfigStats) -> Result<Self, ConfigError> {
         let server = Server::from_config_bytes(bytes)?;
+        let metric_ids = Metric::ALL
+            .iter()
+            .map(|metric| {
+                let id = stats.define(metric.kind(), metric.name(), metric.label_names());
+                if id.is_none() {
+                    log::warn!("Envoy refused the stat {}; it is not recorded", metric.name());
+                }
+                id
+            })
+            .collect();
         log::info!(
             "serving {} tools at {} ({})",
             server.catalog().tool_count(),
@@ -30,7 +47,12 @@ impl Config {
                 None => "tool calls as HTTP callouts".to_owned(),
             }
         );
-        Ok(Config { server })
+        Ok(Config { server, metric_ids })
+    }
+
+    fn metric_id(&self, metric: Metric) -> Option<usize> {
+        let index = Metric::ALL.iter().position(|known| *known == metric)?;
+        self.metric_ids.get(index).copied().flatten()
     }
 }
 
@@ -85,6 +107,8 @@ struct Response {
 pub struct Exchange {
     config: &'static Config,
     state: RefCell<State>,
+    /// What this request told, published with its answer.
+    observed: RefCell<Observations>,
 }
 
 impl Exchange {
@@ -92,6 +116,7 @@ impl Exchange {
         Exchange {
             config,
             state: RefCell::new(State::PassThrough),
+            observed: RefCell::default(),
         }
     }
 
@@ -112,7 +137,8 @@ impl Exchange {
             return Verdict::Continue;
         }
         let map = stream.headers(HeaderMap::Request);
-        let headers = match server.admit_headers(&path, &header_pairs(&map)) {
+        let admitted = server.admit_headers(&path, &header_pairs(&map), &mut self.observed.borrow_mut());
+        let headers = match admitted {
             Ok(headers) => headers,
             Err(refusal) => return self.answer(stream, &refusal),
         };
@@ -131,10 +157,12 @@ impl Exchange {
                 _ => Verdict::Drop,
             };
         }
-        let limit = self.server().limits().max_request_bytes;
         let size = stream.body_size(Body::BufferedRequest) + stream.body_size(Body::ReceivedRequest);
-        if size > limit {
-            return self.answer(stream, &HttpResponse::too_large(size, limit));
+        let refusal = self
+            .server()
+            .refuse_body_over_limit(size, &mut self.observed.borrow_mut());
+        if let Some(refusal) = refusal {
+            return self.answer(stream, &refusal);
         }
         if !end_of_stream {
             return Verdict::Buffer;
@@ -163,7 +191,8 @@ impl Exchange {
 
     fn handle(&self, stream: &Stream, headers: &McpHeaders, body: &[u8]) -> Verdict {
         let server = self.server();
-        let mut reply = match server.handle(McpRequest { headers, body }) {
+        let outcome = server.handle(McpRequest { headers, body }, &mut self.observed.borrow_mut());
+        let mut reply = match outcome {
             Outcome::Respond(response) => return self.answer(stream, &response),
             Outcome::Await(reply) => reply,
         };
@@ -182,12 +211,13 @@ impl Exchange {
             let headers = call.http_headers();
             match stream.start_call(call.cluster(), &headers, call.http_body(), timeout_ms(&call)) {
                 Ok(id) => {
-                    reply.started(id, call);
+                    reply.started(id, call, now());
                     answers.push((id, Answer::default()));
                 }
                 Err(result) => {
                     let reason = format!("Envoy refused the call (result {result})");
-                    server.file(&mut reply, &call, CallEnd::NotStarted { reason: &reason });
+                    let end = CallEnd::NotStarted { reason: &reason };
+                    server.file(&mut reply, &call, end, now(), &mut self.observed.borrow_mut());
                 }
             }
         }
@@ -220,7 +250,7 @@ impl Exchange {
             stream.replace_body(Body::ReceivedRequest, body);
         }
         stream.clear_route_cache();
-        reply.started(0, call);
+        reply.started(0, call, now());
         *self.state.borrow_mut() = State::Routed {
             reply,
             response: Response::default(),
@@ -293,8 +323,9 @@ impl Exchange {
                 Some(size) => too_large(size, server.limits().max_response_bytes).unwrap_or(CallEnd::TooLarge { size }),
                 None => call_end(&header_pairs(&response.headers), &body, &header_pairs(trailers)),
             };
-            server.file(&mut reply, &call, end);
+            server.file(&mut reply, &call, end, now(), &mut self.observed.borrow_mut());
         }
+        self.publish(stream);
         let answer = reply.into_response();
         // The answer's headers: the tool result's, nothing of the upstream's.
         for (name, _) in &response.headers {
@@ -373,7 +404,7 @@ impl Exchange {
                     &header_pairs(&answer.trailers),
                 ),
             };
-            server.file(reply, &upstream_call, end);
+            server.file(reply, &upstream_call, end, now(), &mut self.observed.borrow_mut());
             if !reply.is_complete() {
                 return;
             }
@@ -382,14 +413,40 @@ impl Exchange {
             };
             reply.into_response()
         };
+        self.publish(stream);
         send(stream, &response);
     }
 
     fn answer(&self, stream: &Stream, response: &HttpResponse) -> Verdict {
         *self.state.borrow_mut() = State::Answered;
+        self.publish(stream);
         send(stream, response);
         Verdict::Drop
     }
+
+    /// Adds what the request told to Envoy's stats, and to its dynamic metadata (namespace
+    /// `switchblade`) for the access log. Before the answer goes: sending it can run this
+    /// stream's other hooks.
+    fn publish(&self, stream: &Stream) {
+        let observed = self.observed.borrow();
+        for sample in observed.samples() {
+            let Some(id) = self.config.metric_id(sample.metric) else {
+                continue;
+            };
+            if !stream.record_metric(sample.metric.kind(), id, &sample.labels, sample.value) {
+                log::warn!("Envoy refused a value for the stat {}", sample.metric.name());
+            }
+        }
+        for (field, value) in observed.log_fields() {
+            stream.set_metadata(LOG_NAMESPACE, field, &value);
+        }
+    }
+}
+
+/// The module's clock, for the time a call is out: monotonic, from the first reading.
+fn now() -> Duration {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
 }
 
 fn send(stream: &Stream, response: &HttpResponse) {

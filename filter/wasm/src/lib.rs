@@ -13,28 +13,33 @@
 
 #![cfg(target_arch = "wasm32")]
 
-use std::cell::Cell;
+mod stats;
+
 use std::rc::Rc;
+use std::time::{Duration, UNIX_EPOCH};
 
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, MetricType};
+use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType};
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::observe::{Observations, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd};
+
+use crate::stats::Stats;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, memory: Rc::default() })
+        Box::new(Root { server: None, stats: Rc::default() })
     });
 }}
 
 /// One per VM and configuration: holds the server every request shares.
 struct Root {
     server: Option<Rc<Server>>,
-    memory: Rc<MemoryGauge>,
+    stats: Rc<Stats>,
 }
 
 impl Context for Root {}
@@ -63,8 +68,8 @@ impl RootContext for Root {
                     server.mcp_path()
                 );
                 self.server = Some(Rc::new(server));
-                self.memory = Rc::new(MemoryGauge::define());
-                self.memory.record();
+                self.stats = Rc::new(Stats::define());
+                self.stats.record_memory();
                 true
             }
             Err(problem) => {
@@ -77,38 +82,14 @@ impl RootContext for Root {
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {
         Some(Box::new(Exchange {
             server: self.server.clone()?,
-            memory: Rc::clone(&self.memory),
+            stats: Rc::clone(&self.stats),
+            observed: Observations::default(),
             state: State::PassThrough,
         }))
     }
 
     fn get_type(&self) -> Option<ContextType> {
         Some(ContextType::HttpContext)
-    }
-}
-
-/// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report. Read
-/// after each answer (no host call) and recorded only when it has changed.
-#[derive(Default)]
-struct MemoryGauge {
-    metric: Option<u32>,
-    recorded: Cell<usize>,
-}
-
-impl MemoryGauge {
-    fn define() -> Self {
-        MemoryGauge {
-            metric: hostcalls::define_metric(MetricType::Gauge, "switchblade.vm_memory_bytes").ok(),
-            recorded: Cell::new(0),
-        }
-    }
-
-    fn record(&self) {
-        let bytes = core::arch::wasm32::memory_size(0) * 65536;
-        if let (Some(metric), true) = (self.metric, bytes != self.recorded.get()) {
-            self.recorded.set(bytes);
-            let _ = hostcalls::record_metric(metric, u64::try_from(bytes).unwrap_or(u64::MAX));
-        }
     }
 }
 
@@ -122,7 +103,9 @@ enum State {
 /// One HTTP request through the filter.
 struct Exchange {
     server: Rc<Server>,
-    memory: Rc<MemoryGauge>,
+    stats: Rc<Stats>,
+    /// What this request told, published with its answer.
+    observed: Observations,
     state: State,
 }
 
@@ -134,14 +117,15 @@ impl Context for Exchange {
         let Some(call) = reply.take(u64::from(token)) else {
             return;
         };
-        if let Some(too_large) = too_large(body_size, self.server.limits().max_response_bytes) {
-            self.server.file(reply, &call, too_large);
+        let (server, observed) = (&self.server, &mut self.observed);
+        if let Some(too_large) = too_large(body_size, server.limits().max_response_bytes) {
+            server.file(reply, &call, too_large, now(), observed);
         } else {
             let headers = map_bytes(MapType::HttpCallResponseHeaders, headers);
             let trailers = map_bytes(MapType::HttpCallResponseTrailers, trailers);
             let body = buffer(BufferType::HttpCallResponseBody, body_size);
             let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
-            self.server.file(reply, &call, end);
+            server.file(reply, &call, end, now(), observed);
         }
         self.send_if_complete();
     }
@@ -157,7 +141,10 @@ impl HttpContext for Exchange {
             return Action::Continue;
         }
         let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let headers = match self.server.admit_headers(&path, &header_pairs(&map)) {
+        let headers = match self
+            .server
+            .admit_headers(&path, &header_pairs(&map), &mut self.observed)
+        {
             Ok(headers) => headers,
             Err(refusal) => {
                 self.answer(&refusal);
@@ -176,19 +163,26 @@ impl HttpContext for Exchange {
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let limit = self.server.limits().max_request_bytes;
         match &self.state {
             State::PassThrough => return Action::Continue,
-            // A body without Content-Length is refused as soon as it outgrows the limit,
-            // before Envoy's own buffer limit answers in plain text.
-            State::ReadingBody(_) if body_size > limit => {
-                self.answer(&HttpResponse::too_large(body_size, limit));
-                return Action::Pause;
+            State::ReadingBody(_) => {
+                if let Some(refusal) = self.server.refuse_body_over_limit(body_size, &mut self.observed) {
+                    self.answer(&refusal);
+                    return Action::Pause;
+                }
+                if end_of_stream {
+                    return self.body_complete(body_size);
+                }
             }
-            State::ReadingBody(_) if end_of_stream => {}
             // Envoy buffers the body until it is complete (or answers 413 past its limit).
-            _ => return Action::Pause,
+            _ => {}
         }
+        Action::Pause
+    }
+}
+
+impl Exchange {
+    fn body_complete(&mut self, body_size: usize) -> Action {
         let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
             return Action::Pause;
         };
@@ -196,11 +190,9 @@ impl HttpContext for Exchange {
         self.handle(&headers, &body);
         Action::Pause
     }
-}
 
-impl Exchange {
     fn handle(&mut self, headers: &McpHeaders, body: &[u8]) {
-        let mut reply = match self.server.handle(McpRequest { headers, body }) {
+        let mut reply = match self.server.handle(McpRequest { headers, body }, &mut self.observed) {
             Outcome::Respond(response) => return self.answer(&response),
             Outcome::Await(reply) => reply,
         };
@@ -213,12 +205,12 @@ impl Exchange {
                 call.timeout(),
             );
             match dispatched {
-                Ok(token) => reply.started(u64::from(token), call),
+                Ok(token) => reply.started(u64::from(token), call, now()),
                 Err(status) => {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
                     let reason = format!("{status:?}");
-                    self.server
-                        .file(&mut reply, &call, CallEnd::NotStarted { reason: &reason });
+                    let end = CallEnd::NotStarted { reason: &reason };
+                    self.server.file(&mut reply, &call, end, now(), &mut self.observed);
                 }
             }
         }
@@ -240,13 +232,34 @@ impl Exchange {
         self.send(response);
     }
 
+    /// Sends the answer, after what the request told (for the stats and the access log).
     fn send(&self, response: &HttpResponse) {
+        self.stats.publish(&self.observed);
+        log_fields(&self.observed);
         let body = (!response.body.is_empty()).then_some(response.body.as_slice());
         if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body) {
             error!("cannot send the reply: {status:?}");
         }
-        self.memory.record();
+        self.stats.record_memory();
     }
+}
+
+/// The request's MCP facts as filter state `wasm.switchblade.<field>`, for the access log.
+fn log_fields(observed: &Observations) {
+    for (field, value) in observed.log_fields() {
+        let key = format!("{LOG_NAMESPACE}.{field}");
+        if let Err(status) = hostcalls::set_property(vec![&key], Some(value.as_bytes())) {
+            warn!("cannot set {key} for the access log: {status:?}");
+        }
+    }
+}
+
+/// The host's clock, for the time a call is out.
+fn now() -> Duration {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|now| now.duration_since(UNIX_EPOCH).ok())
+        .unwrap_or_default()
 }
 
 /// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty

@@ -37,6 +37,10 @@ pub struct PluginConfig {
     /// Request headers forwarded to the upstream as gRPC metadata (lowercase names).
     #[serde(default)]
     pub forward_headers: Vec<String>,
+    /// Whether the W3C trace context of the MCP request (`traceparent`, `tracestate`) goes
+    /// upstream with each call, so that a trace spans the agent, Envoy and the service.
+    #[serde(default = "default_true")]
+    pub forward_trace_context: bool,
     /// Browser origins allowed to call (`scheme://host[:port]`, or `*`). A request with any
     /// other `Origin` is refused; one without `Origin` (not a browser) is not.
     #[serde(default)]
@@ -218,6 +222,10 @@ fn default_page_size() -> usize {
 
 fn default_list_ttl_ms() -> u64 {
     DEFAULT_LIST_TTL_MS
+}
+
+fn default_true() -> bool {
+    true
 }
 
 fn default_mcp_path() -> String {

@@ -7,10 +7,17 @@ use super::reply::Answer;
 use super::{Handled, RequestContext, Server};
 use crate::eras::{check_modern_request, supported_versions, Era, LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META};
 use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::observe::Observations;
 use crate::proto_json::json_type;
 
 impl Server {
-    pub(super) fn handle_message(&self, context: &RequestContext<'_>, message: Value, slot: usize) -> Handled {
+    pub(super) fn handle_message(
+        &self,
+        context: &RequestContext<'_>,
+        message: Value,
+        slot: usize,
+        observed: &mut Observations,
+    ) -> Handled {
         let era = context.era;
         let incoming = match jsonrpc::classify(message) {
             Ok(incoming) => incoming,
@@ -30,7 +37,8 @@ impl Server {
             )),
             Incoming::Response => Handled::Nothing,
             Incoming::Request { id, method, params } => {
-                match self.handle_request(context, &id, &method, params, slot) {
+                observed.request(&method);
+                match self.handle_request(context, &id, &method, params, slot, observed) {
                     Ok(handled) => handled,
                     Err(error) => Handled::Answer(Answer::error(era, &error)),
                 }
@@ -45,6 +53,7 @@ impl Server {
         method: &str,
         params: Option<Value>,
         slot: usize,
+        observed: &mut Observations,
     ) -> Result<Handled, RpcError> {
         let era = context.era;
         let params = match params {
@@ -70,7 +79,7 @@ impl Server {
             (Era::Legacy(_), "ping") => Answer::raw(id, "{}"),
             (Era::Modern, "server/discover") => Answer::raw(id, &self.discover_result),
             (_, "tools/list") => self.tools_list(era, id, &params)?,
-            (_, "tools/call") => return self.call_tool(context, id, &params, slot),
+            (_, "tools/call") => return self.call_tool(context, id, &params, slot, observed),
             _ => return Err(method_not_found(era, id, method)),
         };
         Ok(Handled::Answer(answer))

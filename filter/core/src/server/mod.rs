@@ -27,6 +27,7 @@ use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::http::{admit, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
+use crate::observe::{Observations, Refusal};
 use crate::proto_json::gate::ArgumentError;
 use crate::status_details::StatusDetails;
 use crate::tools_list::ToolsListPages;
@@ -34,6 +35,9 @@ use crate::upstream::UpstreamCall;
 pub use reply::Reply;
 use reply::{refuse_batch, respond_error, Answer};
 use tool_call::argument_duplicate;
+
+/// The W3C trace context headers.
+const TRACE_CONTEXT_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 /// A POST to the MCP path.
 #[derive(Debug, Clone, Copy)]
@@ -63,7 +67,8 @@ pub struct Server {
     tools_list: ToolsListPages,
     /// The `server/discover` result, rendered once.
     discover_result: String,
-    /// Request headers sent upstream as gRPC metadata.
+    /// Request headers sent upstream as gRPC metadata: `forward_headers`, and the trace
+    /// context unless it is turned off.
     forward_headers: Vec<String>,
     /// Renders error details; decoded with the embedded `google.rpc` messages.
     status_details: Option<StatusDetails>,
@@ -124,7 +129,7 @@ impl Server {
             instructions: identity.instructions.clone(),
             tools_list,
             discover_result,
-            forward_headers: config.forward_headers.clone(),
+            forward_headers: forwarded_headers(config),
             status_details: details_pool(config, pool).and_then(StatusDetails::new),
             limits: config.limits,
             callers: CallerPolicy {
@@ -160,7 +165,12 @@ impl Server {
     /// The header phase of a request to the MCP path: an answer now, before a byte of the body
     /// is buffered (a method other than POST, a declared length over the limit), or the headers
     /// the endpoint reads, to handle the body with.
-    pub fn admit_headers(&self, path: &str, headers: &[HeaderPair<'_>]) -> Result<McpHeaders, HttpResponse> {
+    pub fn admit_headers(
+        &self,
+        path: &str,
+        headers: &[HeaderPair<'_>],
+        observed: &mut Observations,
+    ) -> Result<McpHeaders, HttpResponse> {
         let text = |name: &str| {
             headers
                 .iter()
@@ -169,32 +179,54 @@ impl Server {
         };
         let method = text(":method").unwrap_or_default();
         if route(&method, path, &self.mcp_path) == Route::MethodNotAllowed {
+            observed.refused(Refusal::MethodNotAllowed);
             return Err(HttpResponse::method_not_allowed());
         }
-        let limit = self.limits.max_request_bytes;
         let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
-        if let Some(length) = declared.filter(|length| *length > limit) {
-            return Err(HttpResponse::too_large(length, limit));
+        if let Some(refusal) = declared.and_then(|length| self.refuse_body_over_limit(length, observed)) {
+            return Err(refusal);
         }
         Ok(McpHeaders::from_header_pairs(headers, &self.forward_headers))
     }
 
-    /// Answers a POST to the MCP path, or asks for upstream calls.
-    pub fn handle(&self, request: McpRequest<'_>) -> Outcome {
-        if let Err(refusal) = admit(request.headers, request.body.len(), &self.callers, &self.limits) {
+    /// The refusal of a body of `size` bytes (declared, or buffered so far), if it is over the
+    /// limit: a body without `Content-Length` is refused as soon as it outgrows it, before
+    /// Envoy's own buffer limit answers in plain text.
+    pub fn refuse_body_over_limit(&self, size: usize, observed: &mut Observations) -> Option<HttpResponse> {
+        let limit = self.limits.max_request_bytes;
+        (size > limit).then(|| {
+            observed.refused(Refusal::PayloadTooLarge);
+            HttpResponse::too_large(size, limit)
+        })
+    }
+
+    /// Answers a POST to the MCP path, or asks for upstream calls; notes what happened in
+    /// `observed`.
+    pub fn handle(&self, request: McpRequest<'_>, observed: &mut Observations) -> Outcome {
+        if let Err((reason, refusal)) = admit(request.headers, request.body.len(), &self.callers, &self.limits) {
+            observed.refused(reason);
             return Outcome::Respond(refusal);
         }
         match self.read_envelope(request) {
-            Ok((context, messages)) => self.plan(&context, messages),
-            Err(refusal) => refusal,
+            Ok((context, messages)) => {
+                observed.era(context.era);
+                self.plan(&context, messages, observed)
+            }
+            Err((reason, refusal)) => {
+                observed.refused(reason);
+                refusal
+            }
         }
     }
 
     /// The body's messages, and what they share: the era, whether they came as a batch, and a
     /// key given twice in tool arguments (any other duplicate key refuses the whole body).
-    fn read_envelope<'a>(&self, request: McpRequest<'a>) -> Result<(RequestContext<'a>, Vec<Value>), Outcome> {
+    fn read_envelope<'a>(
+        &self,
+        request: McpRequest<'a>,
+    ) -> Result<(RequestContext<'a>, Vec<Value>), (Refusal, Outcome)> {
         let parsed = jsonrpc::parse_body(request.body, self.limits.max_json_depth)
-            .map_err(|error| respond_error(400, &error))?;
+            .map_err(|error| (Refusal::InvalidJson, respond_error(400, &error)))?;
         let (messages, batch) = match parsed.body {
             Body::Single(message) => (vec![message], false),
             Body::Batch(messages) => (messages, true),
@@ -213,25 +245,23 @@ impl Server {
                         "Invalid Request: duplicate key `{}` at `{}`",
                         duplicate.key, duplicate.path
                     );
-                    return Err(respond_error(
-                        400,
-                        &RpcError::new(&first_id(), INVALID_REQUEST, message),
+                    return Err((
+                        Refusal::DuplicateKey,
+                        respond_error(400, &RpcError::new(&first_id(), INVALID_REQUEST, message)),
                     ));
                 }
             },
         };
         let declares_modern = !batch && messages.iter().any(declares_modern_envelope);
         let era = Era::of(request.headers.protocol_version.as_deref(), declares_modern).map_err(|error| {
-            respond_error(
-                400,
-                &RpcError {
-                    id: first_id(),
-                    ..error
-                },
-            )
+            let error = RpcError {
+                id: first_id(),
+                ..error
+            };
+            (Refusal::ProtocolVersion, respond_error(400, &error))
         })?;
         if let Some(refusal) = batch.then(|| refuse_batch(era, messages.is_empty())).flatten() {
-            return Err(respond_error(400, &refusal));
+            return Err((Refusal::Batch, respond_error(400, &refusal)));
         }
         let context = RequestContext {
             era,
@@ -243,10 +273,10 @@ impl Server {
     }
 
     /// Each message's answer, in order; calls leave a slot in the reply for their result.
-    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>) -> Outcome {
+    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>, observed: &mut Observations) -> Outcome {
         let mut reply = Reply::new(context.batch, messages.len());
         for message in messages {
-            match self.handle_message(context, message, reply.next_slot()) {
+            match self.handle_message(context, message, reply.next_slot(), observed) {
                 Handled::Nothing => {}
                 Handled::Answer(answer) => reply.answered(answer),
                 Handled::Call(call) => reply.awaiting(call),
@@ -258,6 +288,19 @@ impl Server {
             Outcome::Respond(reply.into_response())
         }
     }
+}
+
+/// The request headers a call forwards: the configured ones, then the W3C trace context.
+fn forwarded_headers(config: &PluginConfig) -> Vec<String> {
+    let mut headers = config.forward_headers.clone();
+    if config.forward_trace_context {
+        for name in TRACE_CONTEXT_HEADERS {
+            if !headers.iter().any(|known| known == name) {
+                headers.push(name.to_owned());
+            }
+        }
+    }
+    headers
 }
 
 /// The pool error details are decoded with: the embedded set, which has the `google.rpc`

@@ -2,6 +2,8 @@
 //! calls they wait for end, and sent as one object, or as an array for a batch. It also keeps
 //! the books of those calls: planned, started under the host's token, ended.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
@@ -61,8 +63,10 @@ impl Reply {
         std::mem::take(&mut self.to_start)
     }
 
-    /// The host has started `call` under `token`.
-    pub fn started(&mut self, token: u64, call: UpstreamCall) {
+    /// The host has started `call` under `token`, at `now` on its clock (any epoch, the same
+    /// clock as for [`Server::file`](super::Server::file)).
+    pub fn started(&mut self, token: u64, mut call: UpstreamCall, now: Duration) {
+        call.sent_at = Some(now);
         self.out.push((token, call));
     }
 

@@ -2,7 +2,9 @@ use super::*;
 use crate::eras::{CLIENT_CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::jsonrpc::{HEADER_MISMATCH, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
+use crate::observe::Observations;
 use crate::upstream::{CallEnd, GrpcReply};
+use std::time::Duration;
 
 const CONFIG: &str = r#"{
     "server": {"name": "demo", "version": "1.2.3", "instructions": "Use the catalog."},
@@ -45,10 +47,22 @@ fn meta() -> Value {
 }
 
 fn post(server: &Server, headers: &McpHeaders, body: &str) -> Outcome {
-    server.handle(McpRequest {
+    observe(server, headers, body).0
+}
+
+/// The outcome of a POST, and what it told an operator.
+fn observe(server: &Server, headers: &McpHeaders, body: &str) -> (Outcome, Observations) {
+    let mut observed = Observations::default();
+    let request = McpRequest {
         headers,
         body: body.as_bytes(),
-    })
+    };
+    (server.handle(request, &mut observed), observed)
+}
+
+/// Files how `call` ended, with nothing to observe.
+fn file(server: &Server, reply: &mut Reply, call: &UpstreamCall, end: CallEnd<'_>) {
+    server.file(reply, call, end, Duration::ZERO, &mut Observations::default());
 }
 
 fn answer(outcome: Outcome) -> (u16, Value) {
@@ -273,7 +287,7 @@ mod legacy_era {
         assert_eq!((call.cluster(), call.message()), ("users", [0x08, 7].as_slice()));
         assert_eq!(call.http_body(), [0, 0, 0, 0, 2, 0x08, 7]);
         assert!(!reply.is_complete());
-        server.file(&mut reply, call, CallEnd::Replied(USER_7));
+        file(&server, &mut reply, call, CallEnd::Replied(USER_7));
         let (status, body) = finish(reply);
         assert_eq!(status, 200);
         let result = &body["result"];
@@ -294,7 +308,7 @@ mod legacy_era {
         let server = server();
         let text = |grpc: GrpcReply<'_>| {
             let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-            server.file(&mut reply, &calls[0], CallEnd::Replied(grpc));
+            file(&server, &mut reply, &calls[0], CallEnd::Replied(grpc));
             let (_, body) = finish(reply);
             assert_eq!(body["result"]["isError"], true);
             body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
@@ -317,7 +331,7 @@ mod legacy_era {
         .contains("could not be decoded"));
 
         let (mut reply, overdue) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.file(&mut reply, &overdue[0], CallEnd::DeadlinePassed);
+        file(&server, &mut reply, &overdue[0], CallEnd::DeadlinePassed);
         let (_, body) = finish(reply);
         assert_eq!(
             body["result"]["content"][0]["text"],
@@ -326,7 +340,7 @@ mod legacy_era {
 
         let ended = |end: CallEnd<'_>| {
             let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-            server.file(&mut reply, &calls[0], end);
+            file(&server, &mut reply, &calls[0], end);
             let (_, body) = finish(reply);
             body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
         };
@@ -349,7 +363,8 @@ mod legacy_era {
     fn the_filters_own_failure_words_are_not_decoded_like_a_grpc_message() {
         let server = server();
         let (mut reply, sent) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
-        server.file(
+        file(
+            &server,
             &mut reply,
             &sent[0],
             CallEnd::NotStarted {
@@ -396,13 +411,23 @@ mod header_phase {
     fn another_method_or_a_declared_length_over_the_limit_is_answered_before_the_body() {
         let server = server();
         let get: &[HeaderPair<'_>] = &[(":method", b"GET"), (":path", b"/mcp")];
-        assert_eq!(server.admit_headers("/mcp", get).unwrap_err().status, 405);
+        assert_eq!(
+            server
+                .admit_headers("/mcp", get, &mut Observations::default())
+                .unwrap_err()
+                .status,
+            405
+        );
         let limit = server.limits().max_request_bytes.to_string();
         let over = (server.limits().max_request_bytes + 1).to_string();
         let at_limit: &[HeaderPair<'_>] = &[(":method", b"POST"), ("content-length", limit.as_bytes())];
-        assert!(server.admit_headers("/mcp", at_limit).is_ok());
+        assert!(server
+            .admit_headers("/mcp", at_limit, &mut Observations::default())
+            .is_ok());
         let too_long: &[HeaderPair<'_>] = &[(":method", b"POST"), ("content-length", over.as_bytes())];
-        let refusal = server.admit_headers("/mcp?x=1", too_long).unwrap_err();
+        let refusal = server
+            .admit_headers("/mcp?x=1", too_long, &mut Observations::default())
+            .unwrap_err();
         assert_eq!(refusal.status, 413);
         assert!(String::from_utf8_lossy(&refusal.body).contains(&over), "{refusal:?}");
     }
@@ -418,7 +443,9 @@ mod header_phase {
             ("x-request-id", b"id-\xfe"),
             ("cookie", b"not forwarded"),
         ];
-        let headers = server.admit_headers("/mcp", pairs).unwrap();
+        let headers = server
+            .admit_headers("/mcp", pairs, &mut Observations::default())
+            .unwrap();
         assert_eq!(headers.content_type.as_deref(), Some("application/json"));
         assert_eq!(headers.protocol_version.as_deref(), Some("2025-11-25"));
         let forwarded: Vec<&str> = headers.forwarded.iter().map(|(name, _)| name.as_str()).collect();
@@ -492,7 +519,8 @@ mod batches {
             {"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":8}}}]"#;
         let (mut reply, calls) = calls(post(&server, &json_headers(), body));
         assert_eq!(calls.len(), 2);
-        server.file(
+        file(
+            &server,
             &mut reply,
             &calls[1],
             CallEnd::Replied(GrpcReply {
@@ -503,7 +531,7 @@ mod batches {
             }),
         );
         assert!(!reply.is_complete());
-        server.file(&mut reply, &calls[0], CallEnd::Replied(USER_7));
+        file(&server, &mut reply, &calls[0], CallEnd::Replied(USER_7));
         let (status, body) = finish(reply);
         assert_eq!(status, 200);
         let ids: Vec<&Value> = body.as_array().unwrap().iter().map(|answer| &answer["id"]).collect();
@@ -607,7 +635,7 @@ mod modern_era {
             json!({"name": "UserService_GetUser", "arguments": {"user_id": 7}}),
         );
         let (mut reply, calls) = calls(post(&server, &modern("tools/call", Some("UserService_GetUser")), &call));
-        server.file(&mut reply, &calls[0], CallEnd::Replied(USER_7));
+        file(&server, &mut reply, &calls[0], CallEnd::Replied(USER_7));
         let (_, body) = finish(reply);
         assert_eq!(
             (body["result"]["resultType"].clone(), body["result"]["isError"].clone()),
@@ -822,7 +850,8 @@ mod wrapped_roots {
         let (mut reply, calls) = calls(post(&server, &json_headers(), body));
         // Timestamp{seconds: 1767225600}
         let timestamp = [0x08, 0x80, 0xf2, 0xd6, 0xca, 0x06];
-        server.file(
+        file(
+            &server,
             &mut reply,
             &calls[0],
             CallEnd::Replied(GrpcReply {
@@ -853,3 +882,5 @@ mod wrapped_roots {
         assert!(echo.definition["inputSchema"]["$defs"]["test.kitchensink.v1.Tree"].is_object());
     }
 }
+
+mod observations;

@@ -12,6 +12,7 @@ use super::{Handled, RequestContext, Server};
 use crate::catalog::Tool;
 use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
+use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::unique_keys::DuplicateKey;
 use crate::upstream::{grpc_frame, UpstreamCall};
@@ -24,6 +25,7 @@ impl Server {
         id: &Value,
         params: &Map<String, Value>,
         slot: usize,
+        observed: &mut Observations,
     ) -> Result<Handled, RpcError> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return Err(RpcError::new(
@@ -56,6 +58,7 @@ impl Server {
                 call_metadata(tool, context.headers),
             ))),
             Err(error) => {
+                observed.arguments_refused(tool, &error.path);
                 let text = format!(
                     "Invalid arguments for tool {name}: {error}. The request was not sent; fix the arguments to match the tool's inputSchema."
                 );

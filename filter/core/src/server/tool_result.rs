@@ -3,43 +3,57 @@
 //! gRPC status, a response too large or undecodable, a deadline, a call never started) is a
 //! tool error worded like a gRPC status, with the upstream's error details line by line.
 
+use std::time::Duration;
+
 use serde_json::Value;
 
 use super::reply::{Answer, Reply};
 use super::Server;
 use crate::catalog::Tool;
 use crate::eras::Era;
-use crate::grpc_status::{readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, RESOURCE_EXHAUSTED, UNAVAILABLE};
+use crate::grpc_status::{
+    readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, OK, RESOURCE_EXHAUSTED, UNAVAILABLE,
+};
 use crate::jsonrpc;
+use crate::observe::Observations;
 use crate::proto_json::render::{render, write_string};
 use crate::upstream::{grpc_status_of_http, CallEnd, GrpcReply, UpstreamCall};
 use crate::wrapped_root::wrap_content;
 
 impl Server {
-    /// Files the tool result of a call that has ended into its reply.
-    pub fn file(&self, reply: &mut Reply, call: &UpstreamCall, end: CallEnd<'_>) {
+    /// Files the tool result of a call that has ended into its reply, and notes its gRPC
+    /// status and upstream time in `observed`. `now` is the host's clock, as for
+    /// [`Reply::started`].
+    pub fn file(
+        &self,
+        reply: &mut Reply,
+        call: &UpstreamCall,
+        end: CallEnd<'_>,
+        now: Duration,
+        observed: &mut Observations,
+    ) {
         let tool = &call.tool;
-        let outcome = match end {
+        let (status, outcome) = match end {
             CallEnd::Replied(grpc) => self.content_or_failure(tool, grpc),
             CallEnd::TooLarge { size } => {
                 let limit = self.limits.max_response_bytes;
                 let message =
                     format!("the response has {size} bytes; the limit is {limit} (limits.max_response_bytes)");
-                Err(grpc_failure_text(tool, RESOURCE_EXHAUSTED, &message))
+                failure(tool, RESOURCE_EXHAUSTED, &message)
             }
             CallEnd::DeadlinePassed => {
                 let message = format!("no answer within the {} ms deadline", tool.timeout.as_millis());
-                Err(grpc_failure_text(tool, DEADLINE_EXCEEDED, &message))
+                failure(tool, DEADLINE_EXCEEDED, &message)
             }
             CallEnd::NotStarted { reason } => {
                 let message = format!("the call to cluster {:?} could not be started: {reason}", tool.cluster);
-                Err(grpc_failure_text(tool, UNAVAILABLE, &message))
+                failure(tool, UNAVAILABLE, &message)
             }
             CallEnd::Reset => {
                 let message = "the connection to the upstream failed or was reset before a whole answer came";
-                Err(grpc_failure_text(tool, UNAVAILABLE, message))
+                failure(tool, UNAVAILABLE, message)
             }
-            CallEnd::Malformed { problem } => Err(grpc_failure_text(tool, INTERNAL, problem)),
+            CallEnd::Malformed { problem } => failure(tool, INTERNAL, problem),
             CallEnd::HttpError { status, body } => {
                 let mut message = format!("the upstream answered HTTP {status} instead of a gRPC status");
                 // What the answer said, if it is a line of text (Envoy's own words, say).
@@ -49,9 +63,10 @@ impl Server {
                     message.push_str(": ");
                     message.push_str(said);
                 }
-                Err(grpc_failure_text(tool, grpc_status_of_http(status), &message))
+                failure(tool, grpc_status_of_http(status), &message)
             }
         };
+        observed.call_ended(tool, status, call.upstream_time(now));
         let result = match &outcome {
             Ok(content) => ToolResult::success(content),
             Err(text) => ToolResult::error(text),
@@ -60,15 +75,19 @@ impl Server {
     }
 
     /// The structured content of a successful call, as JSON text; or the words for a failure.
-    fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> Result<String, String> {
-        if grpc.status == 0 {
+    /// With the call's gRPC status (INTERNAL for a response that cannot be decoded).
+    fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> (u32, Result<String, String>) {
+        if grpc.status == OK {
             return match render(&tool.method.output(), grpc.body) {
-                Ok(content) => Ok(wrap_content(tool.wrap_output, content)),
-                Err(error) => Err(format!(
-                    "{} answered with a response that could not be decoded: {}",
-                    rpc_name(tool),
-                    error.0
-                )),
+                Ok(content) => (OK, Ok(wrap_content(tool.wrap_output, content))),
+                Err(error) => (
+                    INTERNAL,
+                    Err(format!(
+                        "{} answered with a response that could not be decoded: {}",
+                        rpc_name(tool),
+                        error.0
+                    )),
+                ),
             };
         }
         let message = grpc
@@ -82,7 +101,7 @@ impl Server {
                 text.push_str(&line);
             }
         }
-        Err(text)
+        (grpc.status, Err(text))
     }
 
     /// A `tools/call` answer; modern results carry `resultType` and the server's identity.
@@ -116,6 +135,11 @@ impl Server {
 
 fn rpc_name(tool: &Tool) -> String {
     format!("{}/{}", tool.service_name(), tool.method_name())
+}
+
+/// A call that failed with `status`, and its words.
+fn failure(tool: &Tool, status: u32, message: &str) -> (u32, Result<String, String>) {
+    (status, Err(grpc_failure_text(tool, status, message)))
 }
 
 /// `Service/Method failed with gRPC status NAME (code): message`, with a readable message

@@ -1,0 +1,73 @@
+//! The Wasm filter's Envoy stats: what each request told (see `switchblade_core::observe`),
+//! and the VM's memory. Proxy-wasm stats have no labels, so each label set is a stat of its
+//! own, defined on first use with its labels in the name; Envoy's tag extraction (the
+//! `stats_tags` of every configuration in `envoy/`) turns them back into labels.
+
+use std::cell::{Cell, RefCell};
+use std::collections::BTreeMap;
+
+use log::warn;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::MetricType;
+use switchblade_core::observe::{MetricKind, Observations, STAT_PREFIX};
+
+/// One VM's stats. Envoy gives a new id each time a name is defined, so ids are kept by name.
+#[derive(Default)]
+pub(crate) struct Stats {
+    /// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report.
+    memory: Option<u32>,
+    memory_recorded: Cell<usize>,
+    /// Ids by tagged name. Bounded by the catalog: label values are tool names and fixed words.
+    ids: RefCell<BTreeMap<String, u32>>,
+}
+
+impl Stats {
+    pub(crate) fn define() -> Self {
+        let name = format!("{STAT_PREFIX}.vm_memory_bytes");
+        Stats {
+            memory: hostcalls::define_metric(MetricType::Gauge, &name).ok(),
+            ..Stats::default()
+        }
+    }
+
+    /// Records the VM's memory, read without a host call, if it has changed.
+    pub(crate) fn record_memory(&self) {
+        let bytes = core::arch::wasm32::memory_size(0) * 65536;
+        if let (Some(metric), true) = (self.memory, bytes != self.memory_recorded.get()) {
+            self.memory_recorded.set(bytes);
+            let _ = hostcalls::record_metric(metric, u64::try_from(bytes).unwrap_or(u64::MAX));
+        }
+    }
+
+    /// Adds what one request told to the stats.
+    pub(crate) fn publish(&self, observed: &Observations) {
+        let mut ids = self.ids.borrow_mut();
+        for sample in observed.samples() {
+            let kind = sample.metric.kind();
+            let name = sample.tagged_name();
+            let id = match ids.get(&name) {
+                Some(id) => *id,
+                None => {
+                    let metric_type = match kind {
+                        MetricKind::Counter => MetricType::Counter,
+                        MetricKind::Histogram => MetricType::Histogram,
+                    };
+                    match hostcalls::define_metric(metric_type, &name) {
+                        Ok(id) => *ids.entry(name).or_insert(id),
+                        Err(status) => {
+                            warn!("cannot define the stat {name}: {status:?}");
+                            continue;
+                        }
+                    }
+                }
+            };
+            let recorded = match kind {
+                MetricKind::Counter => hostcalls::increment_metric(id, i64::try_from(sample.value).unwrap_or(i64::MAX)),
+                MetricKind::Histogram => hostcalls::record_metric(id, sample.value),
+            };
+            if let Err(status) = recorded {
+                warn!("cannot record the stat {id}: {status:?}");
+            }
+        }
+    }
+}
