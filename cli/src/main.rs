@@ -321,7 +321,8 @@ mod tests {
         assert!(ecds.contains("          \"descriptor_set\": "));
         let envoy = config(&users_args(Format::Envoy)).unwrap();
         assert!(envoy.contains("- name: envoy.filters.http.buffer\n  disabled: true"));
-        assert!(envoy
-            .contains("stats_config:\n  stats_tags:\n  - tag_name: tool\n    regex: '^wasmcustom\\.switchblade\\."));
+        assert!(envoy.contains(
+            "stats_config:\n  stats_tags:\n  - tag_name: tool\n    regex: '^(?:wasmcustom\\.)?switchblade\\."
+        ));
     }
 }

@@ -153,9 +153,9 @@ class ModuleBuild:
 
 def _module_access_logs(bootstrap: dict[str, Any]) -> None:
     """The Wasm filter's access-log fields are filter state (`wasm.switchblade.<field>`); the
-    module's are dynamic metadata (namespace `switchblade`), as in envoy/module.yaml."""
+    module's `switchblade.<field>`, as in envoy/module.yaml (proxy-wasm prefixes every key)."""
     text = json.dumps(bootstrap)
-    moved = re.sub(r"%FILTER_STATE\(wasm\.switchblade\.(\w+):PLAIN\)%", r"%DYNAMIC_METADATA(switchblade:\1)%", text)
+    moved = re.sub(r"%FILTER_STATE\(wasm\.switchblade\.(\w+):PLAIN\)%", r"%FILTER_STATE(switchblade.\1:PLAIN)%", text)
     if moved != text:
         bootstrap.clear()
         bootstrap.update(json.loads(moved))

@@ -10,14 +10,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Tool;
-use crate::eras::{Era, MODERN_VERSION};
+use crate::eras::{Era, LEGACY_VERSIONS, MODERN_VERSION};
 use crate::grpc_status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
 
 /// The first segment of every stat name: Envoy shows it as the metric name's prefix.
 pub const STAT_PREFIX: &str = "switchblade";
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
-/// `wasm.switchblade.<field>`, the module's dynamic metadata namespace `switchblade`.
+/// `wasm.switchblade.<field>` (proxy-wasm prefixes the key), the module's `switchblade.<field>`.
 pub const LOG_NAMESPACE: &str = "switchblade";
 
 /// The JSON-RPC methods counted by name; any other is counted as `other`.
@@ -104,7 +104,13 @@ impl Sample<'_> {
     /// into the name as `.label.value` pairs, which the tag extraction of
     /// [`tag_extraction_rules`] turns back into labels.
     pub fn tagged_name(&self) -> String {
-        let mut name = format!("{STAT_PREFIX}.{}", self.metric.name());
+        format!("{STAT_PREFIX}.{}", self.name_in_namespace())
+    }
+
+    /// [`Self::tagged_name`] without its first segment, for a host that adds it (the module's
+    /// metrics namespace). It is also the name Envoy gives a labeled stat with these labels.
+    pub fn name_in_namespace(&self) -> String {
+        let mut name = self.metric.name().to_owned();
         for (label, value) in self.metric.label_names().iter().zip(&self.labels) {
             name.push('.');
             name.push_str(label);
@@ -118,17 +124,55 @@ impl Sample<'_> {
 }
 
 /// Envoy `stats_config.stats_tags` rules (tag name, regex) that turn the labels of
-/// [`Sample::tagged_name`] into tags. Envoy prefixes proxy-wasm stats with `wasmcustom.`; the
-/// regex skips whole `.label.value` pairs, so a value that spells a label name is read as a
-/// value. Its first group is cut from the name, its second is the tag's value.
+/// [`Sample::tagged_name`] into tags: for the Wasm filter's stats (which Envoy prefixes with
+/// `wasmcustom.`) and the module's unlabeled ones (see [`predefined_samples`]). The regex skips
+/// whole `.label.value` pairs, so a value that spells a label name is read as a value. Its
+/// first group is cut from the name, its second is the tag's value.
 pub fn tag_extraction_rules() -> Vec<(&'static str, String)> {
     label_names()
         .into_iter()
         .map(|label| {
-            let regex = format!(r"^wasmcustom\.{STAT_PREFIX}\.[a-z_]+(?:\.[a-z_]+\.[^.]+)*?(\.{label}\.([^.]+))");
+            let regex = format!(r"^(?:wasmcustom\.)?{STAT_PREFIX}\.[a-z_]+(?:\.[a-z_]+\.[^.]+)*?(\.{label}\.([^.]+))");
             (label, regex)
         })
         .collect()
+}
+
+/// The label sets every configuration has, for a host that can define stats only when the
+/// configuration loads and whose labeled stats cost more per use (the module): each counted
+/// method in each protocol version, each refusal, and each tool's success and upstream time.
+/// Bounded by the catalog; values are 0.
+pub fn predefined_samples<'a>(tool_names: &[&'a str]) -> Vec<Sample<'a>> {
+    let mut samples = Vec::new();
+    for method in COUNTED_METHODS.iter().chain(["other"].iter()) {
+        for version in LEGACY_VERSIONS.iter().chain([MODERN_VERSION].iter()) {
+            samples.push(Sample {
+                metric: Metric::Requests,
+                labels: vec![*method, *version],
+                value: 0,
+            });
+        }
+    }
+    for refusal in Refusal::ALL {
+        samples.push(Sample {
+            metric: Metric::HttpRefusals,
+            labels: vec![refusal.label()],
+            value: 0,
+        });
+    }
+    for tool in tool_names {
+        samples.push(Sample {
+            metric: Metric::ToolCalls,
+            labels: vec![tool, CallOutcome::Success.label(), status_name(OK)],
+            value: 0,
+        });
+        samples.push(Sample {
+            metric: Metric::ToolUpstreamMs,
+            labels: vec![tool],
+            value: 0,
+        });
+    }
+    samples
 }
 
 /// How a tool call ended, for an operator: success, or which kind of failure.
@@ -185,6 +229,19 @@ pub enum Refusal {
 }
 
 impl Refusal {
+    pub const ALL: [Refusal; 10] = [
+        Refusal::MethodNotAllowed,
+        Refusal::PayloadTooLarge,
+        Refusal::HostNotAllowed,
+        Refusal::OriginNotAllowed,
+        Refusal::NotAcceptable,
+        Refusal::UnsupportedMediaType,
+        Refusal::InvalidJson,
+        Refusal::DuplicateKey,
+        Refusal::ProtocolVersion,
+        Refusal::Batch,
+    ];
+
     pub fn label(self) -> &'static str {
         match self {
             Refusal::MethodNotAllowed => "method_not_allowed",

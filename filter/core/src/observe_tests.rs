@@ -79,11 +79,44 @@ fn a_value_that_spells_a_label_name_stays_a_value() {
 }
 
 #[test]
+fn the_modules_names_come_back_the_same() {
+    let sample = Sample {
+        metric: Metric::ToolUpstreamMs,
+        labels: vec!["CatalogService_GetItem"],
+        value: 3,
+    };
+    let name = format!("{STAT_PREFIX}.{}", sample.name_in_namespace());
+    assert_eq!(name, sample.tagged_name());
+    let (left, tags) = extract(&name);
+    assert_eq!(left, "switchblade.tool_upstream_ms");
+    assert_eq!(tags, [("tool", "CatalogService_GetItem".to_owned())]);
+}
+
+#[test]
+fn predefined_label_sets_cover_each_method_version_refusal_and_tool_success() {
+    let samples = predefined_samples(&["A", "B"]);
+    let count = |metric| samples.iter().filter(|sample| sample.metric == metric).count();
+    assert_eq!(count(Metric::Requests), 6 * 5);
+    assert_eq!(count(Metric::HttpRefusals), Refusal::ALL.len());
+    assert_eq!(count(Metric::ToolCalls), 2);
+    assert_eq!(count(Metric::ToolUpstreamMs), 2);
+    assert!(samples.contains(&Sample {
+        metric: Metric::ToolCalls,
+        labels: vec!["B", "success", "OK"],
+        value: 0
+    }));
+    let names: std::collections::BTreeSet<String> = samples.iter().map(Sample::tagged_name).collect();
+    assert_eq!(names.len(), samples.len(), "no two share a name");
+}
+
+#[test]
 fn envoys_own_stats_are_left_alone() {
     for name in [
         "cluster.tool.upstream_rq_200",
         "http.ingress.tool.outcome.x",
         "wasmcustom.other.tool_calls.tool.x",
+        "listener.switchblade.tool.x",
+        "switchblade",
         "wasmcustom.switchblade.vm_memory_bytes",
     ] {
         assert_eq!(extract(name), (name.to_owned(), Vec::new()), "{name}");

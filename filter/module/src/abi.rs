@@ -76,6 +76,20 @@ pub struct ModuleHttpHeader {
     value_length: usize,
 }
 
+/// (name, value) pairs as Envoy reads headers and metadata entries from a module (rule 2: they
+/// borrow `pairs`, which must outlive the call they are passed to).
+fn module_pairs(pairs: &[(&str, &str)]) -> Vec<ModuleHttpHeader> {
+    pairs
+        .iter()
+        .map(|(name, value)| ModuleHttpHeader {
+            key_ptr: name.as_ptr(),
+            key_length: name.len(),
+            value_ptr: value.as_ptr(),
+            value_length: value.len(),
+        })
+        .collect()
+}
+
 impl ModuleBuffer {
     fn of(bytes: &[u8]) -> Self {
         ModuleBuffer {
@@ -223,12 +237,11 @@ extern "C" {
         label_values_length: usize,
         value: u64,
     ) -> u32;
-    fn envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+    fn envoy_dynamic_module_callback_http_set_filter_state_bytes(
         filter: HttpFilterEnvoyPtr,
-        namespace: ModuleBuffer,
         key: ModuleBuffer,
         value: ModuleBuffer,
-    );
+    ) -> bool;
 }
 
 /// What the metric calls answer when they worked (`envoy_dynamic_module_type_metrics_result`).
@@ -412,15 +425,7 @@ impl Stream {
 
     /// Answers the request here; the upstream is not contacted (or is reset).
     pub fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
-        let mut headers: Vec<ModuleHttpHeader> = headers
-            .iter()
-            .map(|(name, value)| ModuleHttpHeader {
-                key_ptr: name.as_ptr(),
-                key_length: name.len(),
-                value_ptr: value.as_ptr(),
-                value_length: value.len(),
-            })
-            .collect();
+        let mut headers = module_pairs(headers);
         // SAFETY: the header array, body and details are module memory for the call (rule 2);
         // this may run other filters inline, and no state of ours is borrowed now (rule 6).
         unsafe {
@@ -451,16 +456,16 @@ impl Stream {
         result == METRICS_SUCCESS
     }
 
-    /// Sets a string in the stream's dynamic metadata (for access logs).
-    pub fn set_metadata(&self, namespace: &str, key: &str, value: &str) {
-        // SAFETY: all three buffers are module memory for the call (rule 2).
+    /// Sets a read-only string in the stream's filter state (for access logs:
+    /// `%FILTER_STATE(key:PLAIN)%`). Each key may be set once per stream.
+    pub fn set_filter_state(&self, key: &str, value: &str) -> bool {
+        // SAFETY: both buffers are module memory for the call (rule 2).
         unsafe {
-            envoy_dynamic_module_callback_http_set_dynamic_metadata_string(
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(
                 self.filter,
-                ModuleBuffer::of(namespace.as_bytes()),
                 ModuleBuffer::of(key.as_bytes()),
                 ModuleBuffer::of(value.as_bytes()),
-            );
+            )
         }
     }
 
@@ -480,15 +485,7 @@ impl Stream {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut headers: Vec<ModuleHttpHeader> = headers
-            .iter()
-            .map(|(name, value)| ModuleHttpHeader {
-                key_ptr: name.as_ptr(),
-                key_length: name.len(),
-                value_ptr: value.as_ptr(),
-                value_length: value.len(),
-            })
-            .collect();
+        let mut headers = module_pairs(headers);
         let mut id = 0u64;
         // SAFETY: every buffer is module memory for the call (rule 2); `id` is written on success.
         let result = unsafe {

@@ -5,12 +5,13 @@
 //! tool result. Batches, and configurations without the header, call out instead.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use switchblade_core::config::ConfigError;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
-use switchblade_core::observe::{Metric, Observations, LOG_NAMESPACE};
+use switchblade_core::observe::{predefined_samples, Metric, Observations, Sample, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
 
@@ -19,13 +20,18 @@ use crate::abi::{Body, ConfigStats, HeaderMap, Stream};
 /// One filter configuration, shared by every worker thread.
 pub struct Config {
     server: Server,
-    /// The id of each of [`Metric::ALL`], in order; `None` where Envoy refused it.
+    /// The id of each of [`Metric::ALL`] with Envoy's labels, in order; `None` where Envoy
+    /// refused it.
     metric_ids: Vec<Option<usize>>,
+    /// Ids of the label sets most requests use, defined without labels (their names carry
+    /// them, and Envoy gives a labeled stat the same name): using a labeled stat costs Envoy a
+    /// name lookup each time, one of these an add.
+    predefined_ids: HashMap<String, usize>,
 }
 
 impl Config {
-    /// Builds the server, and defines its stats with Envoy's labels (Envoy allows that only
-    /// now, while the configuration is made).
+    /// Builds the server, and defines its stats (Envoy allows that only now, while the
+    /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &ConfigStats) -> Result<Self, ConfigError> {
         let server = Server::from_config_bytes(bytes)?;
         let metric_ids = Metric::ALL
@@ -38,6 +44,15 @@ impl Config {
                 id
             })
             .collect();
+        let tools: Vec<&str> = server.catalog().tools().map(|tool| tool.name.as_str()).collect();
+        let predefined_ids = predefined_samples(&tools)
+            .iter()
+            .filter_map(|sample| {
+                let name = sample.name_in_namespace();
+                let id = stats.define(sample.metric.kind(), &name, &[])?;
+                Some((name, id))
+            })
+            .collect();
         log::info!(
             "serving {} tools at {} ({})",
             server.catalog().tool_count(),
@@ -47,12 +62,21 @@ impl Config {
                 None => "tool calls as HTTP callouts".to_owned(),
             }
         );
-        Ok(Config { server, metric_ids })
+        Ok(Config {
+            server,
+            metric_ids,
+            predefined_ids,
+        })
     }
 
-    fn metric_id(&self, metric: Metric) -> Option<usize> {
-        let index = Metric::ALL.iter().position(|known| *known == metric)?;
-        self.metric_ids.get(index).copied().flatten()
+    /// Where a sample goes: its label set's own stat if it has one, or its metric with labels.
+    fn stat_of<'a>(&self, sample: &'a Sample<'_>) -> Option<(usize, &'a [&'a str])> {
+        if let Some(id) = self.predefined_ids.get(&sample.name_in_namespace()) {
+            return Some((*id, &[]));
+        }
+        let index = Metric::ALL.iter().position(|known| *known == sample.metric)?;
+        let id = self.metric_ids.get(index).copied().flatten()?;
+        Some((id, &sample.labels))
     }
 }
 
@@ -424,21 +448,24 @@ impl Exchange {
         Verdict::Drop
     }
 
-    /// Adds what the request told to Envoy's stats, and to its dynamic metadata (namespace
-    /// `switchblade`) for the access log. Before the answer goes: sending it can run this
+    /// Adds what the request told to Envoy's stats, and to its filter state
+    /// (`switchblade.<field>`) for the access log. Before the answer goes: sending it can run this
     /// stream's other hooks.
     fn publish(&self, stream: &Stream) {
         let observed = self.observed.borrow();
         for sample in observed.samples() {
-            let Some(id) = self.config.metric_id(sample.metric) else {
+            let Some((id, labels)) = self.config.stat_of(&sample) else {
                 continue;
             };
-            if !stream.record_metric(sample.metric.kind(), id, &sample.labels, sample.value) {
+            if !stream.record_metric(sample.metric.kind(), id, labels, sample.value) {
                 log::warn!("Envoy refused a value for the stat {}", sample.metric.name());
             }
         }
         for (field, value) in observed.log_fields() {
-            stream.set_metadata(LOG_NAMESPACE, field, &value);
+            let key = format!("{LOG_NAMESPACE}.{field}");
+            if !stream.set_filter_state(&key, &value) {
+                log::warn!("Envoy refused {key} for the access log");
+            }
         }
     }
 }
