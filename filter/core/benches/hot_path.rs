@@ -15,7 +15,7 @@ use serde_json::Value;
 use switchblade_core::http::McpHeaders;
 
 use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Server};
+use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{CallEnd, GrpcReply};
 
 const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
@@ -81,25 +81,17 @@ fn main() {
         black_box(plan());
     });
     let (_, calls) = plan();
+    let answered = |pending: &mut Reply| {
+        let end = CallEnd::Replied(reply);
+        server.file(pending, &calls[0], end, Duration::ZERO, &mut Observations::default());
+    };
     let reply_half = time(|| {
         let (mut pending, _) = plan();
-        server.file(
-            &mut pending,
-            &calls[0],
-            CallEnd::Replied(reply),
-            Duration::ZERO,
-            &mut Observations::default(),
-        );
+        answered(&mut pending);
         black_box(pending.into_response());
     }) - request_half;
     let (mut pending, _) = plan();
-    server.file(
-        &mut pending,
-        &calls[0],
-        CallEnd::Replied(reply),
-        Duration::ZERO,
-        &mut Observations::default(),
-    );
+    answered(&mut pending);
     let answer: Value = serde_json::from_slice(&pending.into_response().body).unwrap();
     assert_eq!(answer["result"]["structuredContent"]["name"], "Switchblade multitool");
     let anchor = time(|| {

@@ -4,17 +4,19 @@
 //! access-log fields ([`Observations::log_fields`]).
 //!
 //! Every label value comes from the catalog or from a fixed list here, so a client cannot
-//! create a series: an unknown method is `other`, an unknown tool is no tool.
+//! create a series: an unknown method is `other`, an unknown tool is no tool. How they become
+//! Envoy stats: [`stats`].
+
+mod stats;
+
+pub use stats::{label_names, predefined_samples, tag_extraction_rules, Metric, MetricKind, Sample, STAT_PREFIX};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use crate::catalog::Tool;
-use crate::eras::{Era, LEGACY_VERSIONS, MODERN_VERSION};
+use crate::eras::{Era, MODERN_VERSION};
 use crate::grpc_status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
-
-/// The first segment of every stat name: Envoy shows it as the metric name's prefix.
-pub const STAT_PREFIX: &str = "switchblade";
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
 /// `wasm.switchblade.<field>` (proxy-wasm prefixes the key), the module's `switchblade.<field>`.
@@ -25,155 +27,6 @@ const COUNTED_METHODS: [&str; 5] = ["initialize", "ping", "tools/list", "tools/c
 
 /// Access-log values longer than this are cut (an argument path comes from the client).
 const MAX_LOG_VALUE_CHARS: usize = 256;
-
-/// The stats Switchblade publishes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Metric {
-    /// Tool calls by tool, outcome and gRPC status.
-    ToolCalls,
-    /// Milliseconds from sending a tool's call upstream to its end, by tool.
-    ToolUpstreamMs,
-    /// JSON-RPC requests by method and protocol version.
-    Requests,
-    /// POSTs refused before any JSON-RPC message was handled, by reason.
-    HttpRefusals,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MetricKind {
-    Counter,
-    Histogram,
-}
-
-impl Metric {
-    pub const ALL: [Metric; 4] = [
-        Metric::ToolCalls,
-        Metric::ToolUpstreamMs,
-        Metric::Requests,
-        Metric::HttpRefusals,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Metric::ToolCalls => "tool_calls",
-            Metric::ToolUpstreamMs => "tool_upstream_ms",
-            Metric::Requests => "requests",
-            Metric::HttpRefusals => "http_refusals",
-        }
-    }
-
-    pub fn kind(self) -> MetricKind {
-        match self {
-            Metric::ToolUpstreamMs => MetricKind::Histogram,
-            _ => MetricKind::Counter,
-        }
-    }
-
-    pub fn label_names(self) -> &'static [&'static str] {
-        match self {
-            Metric::ToolCalls => &["tool", "outcome", "grpc_status"],
-            Metric::ToolUpstreamMs => &["tool"],
-            Metric::Requests => &["method", "protocol_version"],
-            Metric::HttpRefusals => &["reason"],
-        }
-    }
-}
-
-/// Every label name of every metric, once each.
-pub fn label_names() -> Vec<&'static str> {
-    let mut names: Vec<&'static str> = Vec::new();
-    for name in Metric::ALL.iter().flat_map(|metric| metric.label_names()) {
-        if !names.contains(name) {
-            names.push(name);
-        }
-    }
-    names
-}
-
-/// One value to add to a counter or record in a histogram.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sample<'a> {
-    pub metric: Metric,
-    /// One value per [`Metric::label_names`], in that order.
-    pub labels: Vec<&'a str>,
-    pub value: u64,
-}
-
-impl Sample<'_> {
-    /// The stat name for a host whose stats have no labels (proxy-wasm): the labels written
-    /// into the name as `.label.value` pairs, which the tag extraction of
-    /// [`tag_extraction_rules`] turns back into labels.
-    pub fn tagged_name(&self) -> String {
-        format!("{STAT_PREFIX}.{}", self.name_in_namespace())
-    }
-
-    /// [`Self::tagged_name`] without its first segment, for a host that adds it (the module's
-    /// metrics namespace). It is also the name Envoy gives a labeled stat with these labels.
-    pub fn name_in_namespace(&self) -> String {
-        let mut name = self.metric.name().to_owned();
-        for (label, value) in self.metric.label_names().iter().zip(&self.labels) {
-            name.push('.');
-            name.push_str(label);
-            name.push('.');
-            // Label values never hold a dot (tool names are [A-Za-z0-9_-], the rest are fixed);
-            // one never splits a name all the same.
-            name.push_str(&value.replace('.', "_"));
-        }
-        name
-    }
-}
-
-/// Envoy `stats_config.stats_tags` rules (tag name, regex) that turn the labels of
-/// [`Sample::tagged_name`] into tags: for the Wasm filter's stats (which Envoy prefixes with
-/// `wasmcustom.`) and the module's unlabeled ones (see [`predefined_samples`]). The regex skips
-/// whole `.label.value` pairs, so a value that spells a label name is read as a value. Its
-/// first group is cut from the name, its second is the tag's value.
-pub fn tag_extraction_rules() -> Vec<(&'static str, String)> {
-    label_names()
-        .into_iter()
-        .map(|label| {
-            let regex = format!(r"^(?:wasmcustom\.)?{STAT_PREFIX}\.[a-z_]+(?:\.[a-z_]+\.[^.]+)*?(\.{label}\.([^.]+))");
-            (label, regex)
-        })
-        .collect()
-}
-
-/// The label sets every configuration has, for a host that can define stats only when the
-/// configuration loads and whose labeled stats cost more per use (the module): each counted
-/// method in each protocol version, each refusal, and each tool's success and upstream time.
-/// Bounded by the catalog; values are 0.
-pub fn predefined_samples<'a>(tool_names: &[&'a str]) -> Vec<Sample<'a>> {
-    let mut samples = Vec::new();
-    for method in COUNTED_METHODS.iter().chain(["other"].iter()) {
-        for version in LEGACY_VERSIONS.iter().chain([MODERN_VERSION].iter()) {
-            samples.push(Sample {
-                metric: Metric::Requests,
-                labels: vec![*method, *version],
-                value: 0,
-            });
-        }
-    }
-    for refusal in Refusal::ALL {
-        samples.push(Sample {
-            metric: Metric::HttpRefusals,
-            labels: vec![refusal.label()],
-            value: 0,
-        });
-    }
-    for tool in tool_names {
-        samples.push(Sample {
-            metric: Metric::ToolCalls,
-            labels: vec![tool, CallOutcome::Success.label(), status_name(OK)],
-            value: 0,
-        });
-        samples.push(Sample {
-            metric: Metric::ToolUpstreamMs,
-            labels: vec![tool],
-            value: 0,
-        });
-    }
-    samples
-}
 
 /// How a tool call ended, for an operator: success, or which kind of failure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -286,7 +139,7 @@ pub struct Observations {
 }
 
 impl Observations {
-    pub fn refused(&mut self, refusal: Refusal) {
+    pub(crate) fn refused(&mut self, refusal: Refusal) {
         self.refusal = Some(refusal);
     }
 
@@ -411,5 +264,4 @@ fn cut(value: &str) -> String {
 }
 
 #[cfg(test)]
-#[path = "observe_tests.rs"]
 mod tests;
