@@ -169,6 +169,7 @@ class Envoy:
         name: str = "envoy",
         command_prefix: list[str] | None = None,
         build: FilterBuild | None = None,
+        shared_ecds: "Envoy | None" = None,
     ) -> None:
         self.backend = backend
         self.build = build or filter_build.current()
@@ -178,7 +179,9 @@ class Envoy:
         self.admin_port = free_port()
         self.name = name
         self.dir = WORK / f"{name}-{self.port}"
-        self.ecds_dir = self.dir / "ecds"
+        # Another instance's ECDS file, when both are to follow one configuration.
+        self.shares_ecds = shared_ecds is not None
+        self.ecds_dir = shared_ecds.ecds_dir if shared_ecds else self.dir / "ecds"
         self.ecds_path = self.ecds_dir / "switchblade.yaml"
         self.log_path = self.dir / "envoy.log"
         self.access_log_path = self.dir / "access.log"
@@ -229,7 +232,9 @@ class Envoy:
 
     def start(self, wait: bool = True) -> "Envoy":
         self.ecds_dir.mkdir(parents=True, exist_ok=True)
-        self.ecds_path.write_text(ecds_resource(self.build, self.plugin))
+        if not self.shares_ecds:
+            self.ecds_path.write_text(ecds_resource(self.build, self.plugin))
+        self.dir.mkdir(parents=True, exist_ok=True)
         self.config_path.write_text(yaml.safe_dump(self.config))
         self.log = self.log_path.open("w")
         environment = {**os.environ, **self.build.environment()}
