@@ -1,6 +1,8 @@
 //! `switchblade`: turns your `.proto` files into a Switchblade plugin configuration, with no
 //! `protoc` and no rebuild of the filter, and shows the tools the filter would serve.
 
+mod manifests;
+
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,6 +31,13 @@ enum Command {
     Tools {
         /// The plugin configuration (JSON), as printed by `switchblade config`.
         config: PathBuf,
+    },
+    /// Check the plugin configurations inside deployment files with the filter's own validation:
+    /// Envoy bootstraps and ECDS files, Istio WasmPlugins, Envoy Gateway EnvoyExtensionPolicies.
+    Check {
+        /// YAML files (several documents each, as `kubectl apply -f` takes them).
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
     },
 }
 
@@ -78,6 +87,7 @@ fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Config(args) => config(&args),
         Command::Tools { config } => tools(&config),
+        Command::Check { files } => check(&files),
     };
     match result {
         Ok(output) => match writeln!(std::io::stdout().lock(), "{output}") {
@@ -241,6 +251,30 @@ fn stats_config() -> String {
         text.push_str(&format!("\n  - tag_name: {tag}\n    regex: '{regex}'"));
     }
     text
+}
+
+/// One line per configuration found, with its tool count; the first file with a configuration
+/// the filter would refuse (or none at all) is an error.
+fn check(files: &[PathBuf]) -> Result<String, String> {
+    let mut report = Vec::new();
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|error| format!("{}: {error}", path.display()))?;
+        let found = manifests::embedded_configs(&text).map_err(|error| format!("{}: {error}", path.display()))?;
+        if found.is_empty() {
+            return Err(format!("{}: no Switchblade plugin configuration found", path.display()));
+        }
+        for embedded in &found {
+            let tools = manifests::check(embedded).map_err(|error| {
+                format!(
+                    "{}: {}: invalid plugin configuration: {error}",
+                    path.display(),
+                    embedded.place
+                )
+            })?;
+            report.push(format!("{}: {}: {tools} tools", path.display(), embedded.place));
+        }
+    }
+    Ok(report.join("\n"))
 }
 
 fn tools(path: &PathBuf) -> Result<String, String> {
