@@ -67,6 +67,28 @@ def wait_until(check, what: str, timeout: float = 20.0, process: subprocess.Pope
     raise TimeoutError(f"{what}: not ready after {timeout}s")
 
 
+class Peer:
+    """A process a test starts beside Envoy (Prometheus, a registry, another Envoy): its files
+    in a directory of its own under .work, its output in a log there."""
+
+    def __init__(self, name: str) -> None:
+        self.dir = WORK / name
+        self.process: subprocess.Popen | None = None
+
+    def launch(self, command: list[str], ready, what: str) -> None:
+        """Starts `command` and waits until `ready()` says it serves."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.log = (self.dir / "output.log").open("w")
+        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        wait_until(ready, f"{what} (log: {self.dir / 'output.log'})", process=self.process)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            stop_process(self.process)
+            self.log.close()
+        self.process = None
+
+
 class Backend(Protocol):
     """What an Envoy's clusters point at: the port on 127.0.0.1 of each cluster it stands in
     for. It must name every cluster of the bootstrap, so none is left at the bootstrap's fixed
@@ -307,15 +329,14 @@ class Envoy:
 
 
 
-class Prometheus:
+class Prometheus(Peer):
     """A real Prometheus with the shipped configuration (envoy/prometheus/), scraping one
     Envoy's admin endpoint every second and evaluating the shipped rules every second."""
 
     def __init__(self, envoy: Envoy) -> None:
         self.envoy = envoy
         self.port = free_port()
-        self.dir = WORK / f"prometheus-{self.port}"
-        self.process: subprocess.Popen | None = None
+        super().__init__(f"prometheus-{self.port}")
 
     def start(self) -> "Prometheus":
         config = yaml.safe_load(PROMETHEUS_CONFIG.read_text())
@@ -325,21 +346,10 @@ class Prometheus:
         self.dir.mkdir(parents=True, exist_ok=True)
         config_path = self.dir / "prometheus.yml"
         config_path.write_text(yaml.safe_dump(config))
-        self.log = (self.dir / "prometheus.log").open("w")
-        self.process = subprocess.Popen(
-            [str(PROMETHEUS_BIN), f"--config.file={config_path}", f"--storage.tsdb.path={self.dir / 'data'}",
-             f"--web.listen-address=127.0.0.1:{self.port}"],
-            stdout=self.log, stderr=subprocess.STDOUT,
-        )
-        wait_until(lambda: httpx2.get(f"{self.url}/-/ready", timeout=1).status_code == 200, "prometheus",
-                   process=self.process)
+        self.launch([str(PROMETHEUS_BIN), f"--config.file={config_path}", f"--storage.tsdb.path={self.dir / 'data'}",
+                     f"--web.listen-address=127.0.0.1:{self.port}"],
+                    lambda: httpx2.get(f"{self.url}/-/ready", timeout=1).status_code == 200, "prometheus")
         return self
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_process(self.process)
-            self.log.close()
-        self.process = None
 
     @property
     def url(self) -> str:

@@ -6,7 +6,6 @@ swap reaches both replicas."""
 from __future__ import annotations
 
 import asyncio
-import subprocess
 from typing import Any
 
 import httpx2
@@ -16,18 +15,18 @@ from mcp import Client
 
 from filter_build import demo_plugin
 from mcp_client import Mcp
-from processes import ECDS_STATS, ENVOY_BIN, Envoy, Upstream, free_port, stop_process, wait_until
+from processes import ECDS_STATS, ENVOY_BIN, Envoy, Peer, Upstream, free_port, wait_until
 
 USERS = "demo.users.v1.UserService"
 
 
-class RoundRobin:
+class RoundRobin(Peer):
     """An Envoy in front of the replicas, with no filter: each request goes to the next one."""
 
     def __init__(self, replicas: list[Envoy]) -> None:
         self.port = free_port()
         self.admin_port = free_port()
-        self.dir = replicas[0].dir.parent / f"front-{self.port}"
+        super().__init__(f"front-{self.port}")
         endpoints = [{"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": replica.port}}}}
                      for replica in replicas]
         self.config = {
@@ -54,25 +53,16 @@ class RoundRobin:
                 }],
             },
         }
-        self.process: subprocess.Popen | None = None
 
     def start(self) -> "RoundRobin":
         self.dir.mkdir(parents=True, exist_ok=True)
         config_path = self.dir / "envoy.yaml"
         config_path.write_text(yaml.safe_dump(self.config))
-        self.log = (self.dir / "envoy.log").open("w")
-        self.process = subprocess.Popen([str(ENVOY_BIN), "-c", str(config_path), "--disable-hot-restart",
-                                         "--concurrency", "1", "--log-level", "warn"],
-                                        stdout=self.log, stderr=subprocess.STDOUT)
-        wait_until(lambda: httpx2.get(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).status_code == 200,
-                   "the round-robin Envoy", process=self.process)
+        self.launch([str(ENVOY_BIN), "-c", str(config_path), "--disable-hot-restart", "--concurrency", "1",
+                     "--log-level", "warn"],
+                    lambda: httpx2.get(f"http://127.0.0.1:{self.admin_port}/ready", timeout=1).status_code == 200,
+                    "the round-robin Envoy")
         return self
-
-    def stop(self) -> None:
-        if self.process is not None:
-            stop_process(self.process)
-            self.log.close()
-        self.process = None
 
     @property
     def mcp_url(self) -> str:

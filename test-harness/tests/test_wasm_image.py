@@ -19,7 +19,7 @@ import httpx2
 import pytest
 
 import filter_build
-from processes import REPO, WORK, free_port, stop_process, wait_until
+from processes import REPO, Peer, free_port
 
 SKOPEO = shutil.which("skopeo")
 REGISTRY_BIN = shutil.which("docker-registry")
@@ -32,20 +32,17 @@ def registry():
     if filter_build.current() is not filter_build.WASM:
         pytest.skip("the image holds the Wasm filter; it runs once, in the --build wasm session")
     port = free_port()
-    directory = WORK / f"registry-{port}"
-    directory.mkdir(parents=True, exist_ok=True)
-    config = directory / "config.yml"
-    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {directory / 'data'}\n"
+    peer = Peer(f"registry-{port}")
+    peer.dir.mkdir(parents=True, exist_ok=True)
+    config = peer.dir / "config.yml"
+    config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {peer.dir / 'data'}\n"
                       f"http:\n  addr: 127.0.0.1:{port}\n")
-    log = (directory / "registry.log").open("w")
-    process = subprocess.Popen([str(REGISTRY_BIN), "serve", str(config)], stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: httpx2.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code == 200,
-                   "the local registry", process=process)
+        peer.launch([str(REGISTRY_BIN), "serve", str(config)],
+                    lambda: httpx2.get(f"http://127.0.0.1:{port}/v2/", timeout=1).status_code == 200, "the local registry")
         yield f"127.0.0.1:{port}"
     finally:
-        stop_process(process)
-        log.close()
+        peer.stop()
 
 
 def sha256(blob: bytes) -> str:
