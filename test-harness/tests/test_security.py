@@ -60,11 +60,23 @@ def test_a_rebinding_page_is_refused_by_its_host_name(mcp: Mcp, upstream: Upstre
     assert upstream.total_calls() == 1
 
 
-def test_by_default_every_browser_origin_is_refused(envoy: Envoy, upstream: Upstream) -> None:
+def test_by_default_every_other_browser_origin_is_refused(envoy: Envoy, upstream: Upstream) -> None:
     upstream.reset()
-    forbidden(Mcp(envoy.mcp_url).post(CALL, headers={"origin": "http://localhost:3000"}),
-              'Forbidden: origin "http://localhost:3000" is not allowed to call this MCP endpoint')
+    for origin in ("http://localhost:3000", f"http://127.0.0.1:{envoy.port + 1}", f"http://localhost:{envoy.port}"):
+        forbidden(Mcp(envoy.mcp_url).post(CALL, headers={"origin": origin}),
+                  f'Forbidden: origin "{origin}" is not allowed to call this MCP endpoint')
     assert upstream.total_calls() == 0
+
+
+def test_a_page_from_this_loopback_origin_is_served_by_default(envoy: Envoy, upstream: Upstream) -> None:
+    """Origin and Host the same loopback origin: a local client (the conformance suite's
+    browser case), not DNS rebinding, whose Origin would carry the attacker's name."""
+    upstream.reset()
+    client = Mcp(envoy.mcp_url)
+    for origin, host in ((f"http://127.0.0.1:{envoy.port}", None), (f"http://localhost:{envoy.port}", f"localhost:{envoy.port}")):
+        headers = {"origin": origin} | ({"host": host} if host else {})
+        assert client.post(CALL, headers=headers).json()["result"]["isError"] is False, origin
+    assert upstream.total_calls() == 2
 
 
 def too_large(response, size: int, limit: int = 256 * 1024) -> None:

@@ -153,7 +153,8 @@ impl CallerPolicy {
         let allowed = self
             .allowed_origins
             .iter()
-            .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin));
+            .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin))
+            || is_same_loopback_origin(origin, headers.authority.as_deref().unwrap_or_default());
         (!allowed).then(|| {
             (
                 Refusal::OriginNotAllowed,
@@ -161,6 +162,34 @@ impl CallerPolicy {
             )
         })
     }
+}
+
+/// The loopback host names a local client's page is served from.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
+/// Whether `origin` is the loopback origin the request is addressed to (`Host`): a page served
+/// from this very endpoint's loopback address, a local client. DNS rebinding cannot pass for
+/// one: a rebinding page's `Origin` carries the attacker's host name.
+fn is_same_loopback_origin(origin: &str, authority: &str) -> bool {
+    let Some((scheme, origin_authority)) = origin.split_once("://") else {
+        return false;
+    };
+    let default_port = match scheme.to_ascii_lowercase().as_str() {
+        "http" => "80",
+        "https" => "443",
+        _ => return false,
+    };
+    let host_and_port = |authority: &str| -> (String, String) {
+        let authority = authority.to_ascii_lowercase();
+        // The port follows the last colon, unless that colon is inside an IPv6 literal.
+        match authority.rsplit_once(':') {
+            Some((host, port)) if !port.contains(']') => (host.to_owned(), port.to_owned()),
+            _ => (authority, default_port.to_owned()),
+        }
+    };
+    let (origin_host, origin_port) = host_and_port(origin_authority);
+    let (host, port) = host_and_port(authority);
+    LOOPBACK_HOSTS.contains(&origin_host.as_str()) && origin_host == host && origin_port == port
 }
 
 /// Whether a POST to the MCP path is served at all, before its body is read as JSON: who may
@@ -367,6 +396,53 @@ mod tests {
             ..CallerPolicy::default()
         };
         assert_eq!(open.refusal(&with(Some("http://anything"), "x")), None);
+    }
+
+    #[test]
+    fn a_page_from_the_same_loopback_origin_is_a_local_client() {
+        let with = |origin: &str, authority: &str| McpHeaders {
+            origin: Some(origin.into()),
+            authority: Some(authority.into()),
+            ..McpHeaders::default()
+        };
+        let default = CallerPolicy::default();
+        for (origin, authority) in [
+            ("http://127.0.0.1:10000", "127.0.0.1:10000"),
+            ("http://localhost:10000", "LOCALHOST:10000"),
+            ("http://[::1]:10000", "[::1]:10000"),
+            ("http://localhost", "localhost"),
+            ("https://localhost", "localhost:443"),
+        ] {
+            assert_eq!(
+                default.refusal(&with(origin, authority)),
+                None,
+                "{origin} to {authority}"
+            );
+        }
+        for (origin, authority) in [
+            ("http://127.0.0.1:8080", "127.0.0.1:10000"),
+            ("http://localhost:10000", "127.0.0.1:10000"),
+            ("http://127.0.0.1", "127.0.0.1:10000"),
+            ("http://evil.example:10000", "evil.example:10000"),
+            ("http://127.0.0.1.evil.example:10000", "127.0.0.1.evil.example:10000"),
+            ("file://127.0.0.1:10000", "127.0.0.1:10000"),
+            ("null", "127.0.0.1:10000"),
+            ("http://[::1]", "[::1]:10000"),
+        ] {
+            let refusal = default.refusal(&with(origin, authority));
+            assert_eq!(
+                refusal.map(|(reason, _)| reason),
+                Some(Refusal::OriginNotAllowed),
+                "{origin} to {authority}"
+            );
+        }
+        // A host allowlist still decides first.
+        let hosts = CallerPolicy {
+            allowed_hosts: vec!["mcp.example.com".into()],
+            ..CallerPolicy::default()
+        };
+        let refusal = hosts.refusal(&with("http://localhost:10000", "localhost:10000"));
+        assert_eq!(refusal.map(|(reason, _)| reason), Some(Refusal::HostNotAllowed));
     }
 
     #[test]
