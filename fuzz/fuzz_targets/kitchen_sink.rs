@@ -1,6 +1,7 @@
 //! The server the kitchen-sink fuzz targets share: one per fuzzing thread, since the filter
 //! is single-threaded (it shares state with Rc).
 
+use switchblade_core::access::Caller;
 use switchblade_core::http::McpHeaders;
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
@@ -18,7 +19,7 @@ pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, Outcome) 
     let headers = McpHeaders { content_type: Some("application/json".into()), ..McpHeaders::default() };
     SERVER.with(|server| {
         let mut observed = Observations::default();
-        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes() }, &mut observed);
+        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone }, &mut observed);
         then(server, outcome)
     })
 }

@@ -131,6 +131,7 @@ class ModuleBuild:
 
     def prepare(self, bootstrap: dict[str, Any]) -> None:
         _module_access_logs(bootstrap)
+        _module_token_payload(bootstrap)
         route = {"match": {"prefix": "/", "headers": [{"name": CLUSTER_HEADER, "present_match": True}]},
                  "route": {"cluster_header": CLUSTER_HEADER}}
         for listener in bootstrap["static_resources"]["listeners"]:
@@ -159,6 +160,50 @@ def _module_access_logs(bootstrap: dict[str, Any]) -> None:
     if moved != text:
         bootstrap.clear()
         bootstrap.update(json.loads(moved))
+
+
+# Where the module reads the token payload (README: Authorization, the dynamic module).
+MODULE_TOKEN_PAYLOAD = "switchblade.token_payload"
+
+
+def _module_token_payload(bootstrap: dict[str, Any]) -> None:
+    """Envoy 1.40's module ABI reads no metadata objects: a bootstrap whose (Wasm) filter reads
+    the token payload from jwt_authn's metadata gets the README's bridge instead, a
+    set_filter_state filter copying it into filter state, where the module reads it."""
+    for listener in bootstrap["static_resources"]["listeners"]:
+        for chain in listener["filter_chains"]:
+            for network_filter in chain["filters"]:
+                filters = network_filter.get("typed_config", {}).get("http_filters", [])
+                for index, entry in enumerate(filters):
+                    typed = entry.get("typed_config", {})
+                    if entry["name"] != "switchblade" or typed.get("@type") != WasmBuild.type_url:
+                        continue
+                    plugin = json.loads(WasmBuild.plugin(typed))
+                    source = plugin.get("authorization", {}).get("token_payload", {"metadata": {}})
+                    if "metadata" not in source:
+                        continue
+                    namespace = source["metadata"].get("namespace", "envoy.filters.http.jwt_authn")
+                    key = source["metadata"].get("key", "jwt_payload")
+                    plugin["authorization"]["token_payload"] = {"filter_state": MODULE_TOKEN_PAYLOAD}
+                    typed["config"]["configuration"]["value"] = json.dumps(plugin)
+                    filters.insert(index, token_payload_bridge(namespace, key))
+                    break
+
+
+def token_payload_bridge(namespace: str, key: str) -> dict[str, Any]:
+    """The set_filter_state filter that copies a verified token payload from dynamic metadata
+    into filter state, as JSON text."""
+    return {
+        "name": "envoy.filters.http.set_filter_state",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.set_filter_state.v3.Config",
+            "on_request_headers": [{
+                "object_key": MODULE_TOKEN_PAYLOAD,
+                "factory_key": "envoy.string",
+                "format_string": {"text_format_source": {"inline_string": f"%DYNAMIC_METADATA({namespace}:{key})%"}},
+            }],
+        },
+    }
 
 
 MODULE = ModuleBuild()

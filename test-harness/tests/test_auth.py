@@ -1,10 +1,12 @@
-"""envoy/auth.yaml: jwt_authn and RBAC in front of Switchblade, authorizing each tool on the
-Mcp-Name header, with signing keys generated here. Call counts prove that nothing refused
-reaches the upstream."""
+"""envoy/auth.yaml: jwt_authn in front of Switchblade, which authorizes each tool from the
+verified token's scopes in both protocol eras, with signing keys generated here. Call counts
+prove that nothing refused reaches the upstream."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import subprocess
 import time
 
 import jwt
@@ -13,6 +15,12 @@ import yaml
 from cryptography.hazmat.primitives.asymmetric import rsa
 from jwt.algorithms import RSAAlgorithm
 
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+import filter_build
 from mcp_client import Mcp
 from processes import REPO, Envoy, Upstream, http_filters
 
@@ -29,14 +37,25 @@ def key():
     return new_key()
 
 
-@pytest.fixture(scope="module")
-def guarded(upstream: Upstream, key):
+TS_CLIENT = REPO / "test-harness/clients/typescript"
+
+
+def auth_bootstrap(key) -> dict:
+    """envoy/auth.yaml, trusting the test's key."""
     bootstrap = yaml.safe_load((REPO / "envoy/auth.yaml").read_text())
     jwk = json.loads(RSAAlgorithm.to_jwk(key.public_key()))
     jwk.update({"kid": "test", "alg": "RS256"})
-    provider = next(f for f in http_filters(bootstrap) if f["name"] == "envoy.filters.http.jwt_authn")
-    provider["typed_config"]["providers"]["demo"]["local_jwks"]["inline_string"] = json.dumps({"keys": [jwk]})
-    proxy = Envoy(upstream, bootstrap=bootstrap, name="envoy-auth").start()
+    jwt_authn(bootstrap)["providers"]["demo"]["local_jwks"]["inline_string"] = json.dumps({"keys": [jwk]})
+    return bootstrap
+
+
+def jwt_authn(bootstrap: dict) -> dict:
+    return next(f for f in http_filters(bootstrap) if f["name"] == "envoy.filters.http.jwt_authn")["typed_config"]
+
+
+@pytest.fixture(scope="module")
+def guarded(upstream: Upstream, key):
+    proxy = Envoy(upstream, bootstrap=auth_bootstrap(key), name="envoy-auth").start()
     yield proxy
     proxy.stop()
 
@@ -58,6 +77,15 @@ def bearer(value: str) -> dict[str, str]:
 
 
 GET_USER = {"name": "UserService_GetUser", "arguments": {"user_id": 1}}
+ALL_TOOLS = ["CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
+# The policy of envoy/auth.yaml: what each scope set may call.
+VISIBLE = {
+    "": [],
+    "catalog:read": ["CatalogService_Search", "CatalogService_GetItem"],
+    "users:read": ["UserService_GetUser"],
+    "catalog:read users:read": ALL_TOOLS,
+    "users:readonly catalog:write": [],
+}
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer not-a-jwt", "expired", "wrong-key"])
@@ -80,40 +108,187 @@ def test_a_token_for_another_audience_is_403(mcp: Mcp, upstream: Upstream, key) 
     assert upstream.total_calls() == 0
 
 
-def test_a_valid_token_lists_the_tools(mcp: Mcp, key) -> None:
-    response = mcp.modern("tools/list", headers=bearer(token(key)))
-    assert response.status_code == 200
-    assert len(response.json()["result"]["tools"]) == 3
+def legacy_list(mcp: Mcp, headers: dict[str, str]) -> list[str]:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    response = mcp.post(body, headers={**headers, "mcp-protocol-version": "2025-11-25"})
+    assert response.status_code == 200, response.text
+    return [tool["name"] for tool in response.json()["result"]["tools"]]
 
 
-def test_a_token_with_the_tools_scope_calls_it(mcp: Mcp, upstream: Upstream, key) -> None:
-    response = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "catalog:read users:read")))
+@pytest.mark.parametrize("scope", list(VISIBLE))
+def test_each_caller_lists_only_the_tools_its_scopes_cover_in_both_eras(mcp: Mcp, upstream: Upstream, key, scope: str) -> None:
+    headers = bearer(token(key, scope))
+    modern = mcp.modern("tools/list", headers=headers)
+    assert modern.status_code == 200, modern.text
+    result = modern.json()["result"]
+    assert [tool["name"] for tool in result["tools"]] == VISIBLE[scope]
+    # The list depends on the caller: no shared cache may keep it.
+    assert result["cacheScope"] == "private"
+    assert legacy_list(mcp, headers) == VISIBLE[scope]
+    assert upstream.total_calls() == 0
+
+
+def test_a_hidden_tool_answers_exactly_like_an_unknown_one_and_reaches_nothing(mcp: Mcp, upstream: Upstream, key) -> None:
+    headers = bearer(token(key, "catalog:read"))
+    answers = {}
+    for name in ["UserService_GetUser", "NoSuchTool"]:
+        modern = mcp.modern("tools/call", {"name": name, "arguments": {"user_id": 1}}, id=7, headers=headers)
+        legacy = mcp.post({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": {"user_id": 1}}},
+                          headers={**headers, "mcp-protocol-version": "2025-11-25"})
+        answers[name] = [(r.status_code, r.text.replace(name, "NAME")) for r in (modern, legacy)]
+    assert answers["UserService_GetUser"] == answers["NoSuchTool"]
+    assert 'unknown tool \\"NAME\\"; call tools/list' in answers["NoSuchTool"][0][1]
+    assert upstream.total_calls() == 0
+
+
+def test_a_caller_calls_what_its_scopes_cover(mcp: Mcp, upstream: Upstream, key) -> None:
+    response = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read")))
     assert response.json()["result"]["structuredContent"]["username"] == "ada"
-    assert upstream.total_calls() == 1
+    assert upstream.calls() == {"/demo.users.v1.UserService/GetUser": 1}
 
 
-def test_a_token_without_the_tools_scope_is_403(mcp: Mcp, upstream: Upstream, key) -> None:
-    response = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "catalog:read users:readonly")))
-    assert response.status_code == 403
+def test_cursors_stay_valid_per_caller(guarded: Envoy, upstream: Upstream, key) -> None:
+    """Pages of one tool: each caller walks its own list, and a cursor from another caller's
+    list is refused like any foreign cursor."""
+    upstream.reset()
+    plugin = json.loads(filter_build.WasmBuild.plugin(auth_plugin_entry(auth_bootstrap(key))))
+    plugin["tools_list"] = {"page_size": 1}
+    paged = with_plugin(auth_bootstrap(key), plugin)
+    proxy = Envoy(upstream, bootstrap=paged, name="envoy-auth-paged").start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        walked = {}
+        first_cursor = {}
+        for scope in ["catalog:read", "catalog:read users:read"]:
+            headers = bearer(token(key, scope))
+            names, cursor = [], None
+            while True:
+                params = {"cursor": cursor} if cursor else {}
+                result = mcp.modern("tools/list", params, headers=headers).json()["result"]
+                names += [tool["name"] for tool in result["tools"]]
+                cursor = result.get("nextCursor")
+                first_cursor.setdefault(scope, cursor)
+                if not cursor:
+                    break
+            walked[scope] = names
+        assert walked == {"catalog:read": VISIBLE["catalog:read"], "catalog:read users:read": ALL_TOOLS}
+        foreign = mcp.modern("tools/list", {"cursor": first_cursor["catalog:read users:read"]}, headers=bearer(token(key, "users:read")))
+        assert foreign.json()["error"]["code"] == -32602
+    finally:
+        proxy.stop()
     assert upstream.total_calls() == 0
 
 
-def test_naming_an_allowed_tool_in_the_header_and_another_in_the_body_is_refused(mcp: Mcp, upstream: Upstream, key) -> None:
-    """RBAC lets the request through on its header; Switchblade sees the body disagree."""
-    search = {"name": "CatalogService_Search", "arguments": {}}
-    response = mcp.modern("tools/call", search, id=9,
-                          headers={**bearer(token(key, "users:read")), "mcp-name": "UserService_GetUser"})
-    assert response.status_code == 400
-    assert response.json()["error"]["code"] == -32020
-    assert "Mcp-Name header \"UserService_GetUser\" does not match body name \"CatalogService_Search\"" in response.json()["error"]["message"]
-    assert upstream.total_calls() == 0
+def auth_plugin_entry(bootstrap: dict) -> dict:
+    return next(f for f in http_filters(bootstrap) if f["name"] == "switchblade")["typed_config"]
 
 
-def test_handshake_era_requests_are_refused_by_this_policy(mcp: Mcp, upstream: Upstream, key) -> None:
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": GET_USER}
-    assert mcp.post(body, headers=bearer(token(key, "users:read"))).status_code == 403
-    assert upstream.total_calls() == 0
+def with_plugin(bootstrap: dict, plugin: dict) -> dict:
+    auth_plugin_entry(bootstrap)["config"]["configuration"]["value"] = json.dumps(plugin)
+    return bootstrap
+
+
+def test_without_a_verified_token_switchblade_fails_closed(upstream: Upstream, key) -> None:
+    """jwt_authn misconfigured to let requests without a token through: Switchblade, told to
+    authorize, finds no verified payload and refuses everything."""
+    upstream.reset()
+    bootstrap = auth_bootstrap(key)
+    jwt_authn(bootstrap)["rules"] = [{"match": {"prefix": "/"}, "requires": {"requires_any": {"requirements": [
+        {"provider_name": "demo"}, {"allow_missing": {}}]}}}]
+    proxy = Envoy(upstream, bootstrap=bootstrap, name="envoy-auth-open").start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+        for response in (mcp.modern("tools/list"), mcp.modern("tools/call", GET_USER), mcp.post(initialize)):
+            assert response.status_code == 401, response.text
+            assert response.headers["www-authenticate"] == "Bearer"
+            message = response.json()["error"]["message"]
+            assert message.startswith("Unauthorized: this server authorizes each tool from a verified token, and none reached it ("), message
+        # With a token, the same Envoy serves.
+        assert mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read"))).status_code == 200
+    finally:
+        proxy.stop()
+    assert upstream.calls() == {"/demo.users.v1.UserService/GetUser": 1}
+
+
+def test_a_rule_naming_an_unknown_service_or_method_is_refused_when_the_configuration_loads(tmp_path, key) -> None:
+    for name in ["demo.users.v1.UserServce", "demo.users.v1.UserService/DeleteUser"]:
+        bootstrap = auth_bootstrap(key)
+        plugin = json.loads(filter_build.WasmBuild.plugin(auth_plugin_entry(bootstrap)))
+        plugin["authorization"]["rules"][name] = ["users:write"]
+        path = tmp_path / "auth.yaml"
+        path.write_text(yaml.safe_dump(with_plugin(bootstrap, plugin)))
+        check = subprocess.run([str(REPO / "target/release/switchblade"), "check", str(path)], capture_output=True, text=True, timeout=60)
+        assert check.returncode != 0
+        assert f"at `authorization.rules.{name}`: names no configured service and no exposed tool's method" in check.stderr + check.stdout
+
+
+async def _python_session(url: str, mode: str, bearer_token: str) -> dict:
+    http = create_mcp_http_client(headers=bearer(bearer_token))
+    async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+        listed = await client.list_tools()
+        calls = {}
+        for name, arguments in [("CatalogService_GetItem", {"id": "2"}), ("UserService_GetUser", {"user_id": 1})]:
+            try:
+                result = await client.call_tool(name, arguments)
+                calls[name] = {"is_error": result.is_error, "content": result.structured_content}
+            except MCPError as error:
+                calls[name] = {"error": error.error.code, "message": error.error.message}
+        return {"tools": [tool.name for tool in listed.tools], "calls": calls}
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_the_python_sdk_sees_each_callers_tools_in_both_eras(guarded: Envoy, upstream: Upstream, key, mode: str) -> None:
+    upstream.reset()
+    catalog_reader = asyncio.run(_python_session(guarded.mcp_url, mode, token(key, "catalog:read")))
+    assert catalog_reader["tools"] == VISIBLE["catalog:read"]
+    assert catalog_reader["calls"]["CatalogService_GetItem"]["is_error"] is False
+    assert catalog_reader["calls"]["UserService_GetUser"] == {
+        "error": -32602,
+        "message": 'Invalid params: unknown tool "UserService_GetUser"; call tools/list for the tools this server offers',
+    }
+    assert upstream.calls() == {"/demo.catalog.v1.CatalogService/GetItem": 1}
+    user_reader = asyncio.run(_python_session(guarded.mcp_url, mode, token(key, "users:read")))
+    assert user_reader["tools"] == VISIBLE["users:read"]
+    assert user_reader["calls"]["UserService_GetUser"]["content"]["username"] == "ada"
+    assert user_reader["calls"]["CatalogService_GetItem"]["error"] == -32602
+    assert upstream.calls() == {"/demo.catalog.v1.CatalogService/GetItem": 1, "/demo.users.v1.UserService/GetUser": 1}
+
+
+def test_the_typescript_sdk_sees_each_callers_tools(guarded: Envoy, upstream: Upstream, key) -> None:
+    upstream.reset()
+    seen = {}
+    for scope in ["catalog:read", "users:read"]:
+        run = subprocess.run(
+            ["node", "authorized.mjs", guarded.mcp_url, token(key, scope), "CatalogService_GetItem", "UserService_GetUser"],
+            cwd=TS_CLIENT, capture_output=True, text=True, timeout=60,
+        )
+        assert run.returncode == 0, run.stderr
+        seen[scope] = json.loads(run.stdout)
+    assert seen["catalog:read"]["protocolVersion"] == "2025-11-25"
+    assert seen["catalog:read"]["tools"] == VISIBLE["catalog:read"]
+    assert seen["catalog:read"]["calls"]["CatalogService_GetItem"]["result"]["structuredContent"]["name"] == "Camping stove"
+    assert seen["catalog:read"]["calls"]["UserService_GetUser"]["error"]["code"] == -32602
+    assert seen["users:read"]["tools"] == VISIBLE["users:read"]
+    assert seen["users:read"]["calls"]["UserService_GetUser"]["result"]["structuredContent"]["username"] == "ada"
+    assert "unknown tool" in seen["users:read"]["calls"]["CatalogService_GetItem"]["error"]["message"]
+    assert upstream.calls() == {"/demo.catalog.v1.CatalogService/GetItem": 1, "/demo.users.v1.UserService/GetUser": 1}
 
 
 def test_other_paths_only_need_what_their_route_needs(guarded: Envoy, mcp: Mcp) -> None:
     assert mcp.http.get(f"{guarded.url}/calls").status_code == 200
+
+
+def test_the_module_refuses_a_metadata_token_source_and_says_how_to_bridge(envoy: Envoy) -> None:
+    """Envoy 1.40's module ABI reads no metadata objects: the module refuses the default source
+    when the configuration loads, naming the filter-state bridge, and keeps serving."""
+    if envoy.build is not filter_build.MODULE:
+        pytest.skip("the Wasm filter reads the payload from dynamic metadata (the tests above)")
+    plugin = {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}},
+              "authorization": {"rules": {"demo.users.v1.UserService": ["users:read"]}}}
+    assert envoy.swap_plugin(plugin) is False
+    assert ("at `authorization.token_payload`: the dynamic module cannot read dynamic metadata "
+            "`envoy.filters.http.jwt_authn` key `jwt_payload`") in envoy.logs()
+    assert "set `token_payload` to {\"filter_state\": \"switchblade.token_payload\"}" in envoy.logs()
+    assert Mcp(envoy.mcp_url).call_tool("UserService_GetUser", {"user_id": 2})["isError"] is False

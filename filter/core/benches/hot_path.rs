@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use switchblade_core::http::McpHeaders;
 
+use switchblade_core::access::Caller;
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{CallEnd, GrpcReply};
@@ -67,6 +68,7 @@ fn main() {
         McpRequest {
             headers: &headers,
             body: REQUEST,
+            caller: &Caller::Anyone,
         },
         &mut Observations::default(),
     ) {

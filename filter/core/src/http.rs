@@ -270,6 +270,14 @@ impl HttpResponse {
         Self::refused(403, message)
     }
 
+    /// No verified token where authorization needs one (RFC 6750: a bearer token is the
+    /// way in).
+    pub fn unauthorized(message: &str) -> Self {
+        let mut response = Self::refused(401, message);
+        response.headers.push(("www-authenticate", "Bearer"));
+        response
+    }
+
     pub fn not_acceptable() -> Self {
         Self::refused(
             406,

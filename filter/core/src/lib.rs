@@ -11,6 +11,7 @@
 //! - the upstream call path: [`upstream`];
 //! - what is counted and logged: [`observe`].
 
+pub mod access;
 pub mod catalog;
 pub mod config;
 pub mod descriptors;

@@ -1,17 +1,27 @@
 //! `tools/list` pages, rendered once per configuration for both protocol eras, and the
-//! opaque cursors that lead from one page to the next.
+//! opaque cursors that lead from one page to the next. Under authorization each caller sees
+//! the tools it may call: one rendering per distinct set of visible tools, kept in a bounded
+//! cache ([`PrivateLists`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use crate::catalog::Catalog;
+use crate::catalog::{Catalog, Tool};
 use crate::eras::{Era, SERVER_INFO_META};
 
-/// Every page of the tool list, ready to send.
+/// How many distinct private renderings are kept; past it the oldest is dropped (and
+/// rendered again when its callers list next).
+pub const MAX_PRIVATE_LISTS: usize = 64;
+
+/// Every page of one tool list, ready to send.
 #[derive(Debug)]
 pub struct ToolsListPages {
     pages: Vec<Page>,
-    /// Identifies this list, so a cursor from another configuration is refused, not misread.
+    /// Identifies this list, so a cursor from another configuration (or another caller's
+    /// list) is refused, not misread.
     fingerprint: u64,
 }
 
@@ -25,25 +35,57 @@ struct Page {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InvalidCursor;
 
+/// Whether a list may be shared between callers (the modern era's `cacheScope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheScope {
+    /// The same for every caller: shared caches may keep it.
+    Public,
+    /// Depends on who asks.
+    Private,
+}
+
+impl CacheScope {
+    fn word(self) -> &'static str {
+        match self {
+            CacheScope::Public => "public",
+            CacheScope::Private => "private",
+        }
+    }
+}
+
+/// What every rendering of a configuration's list shares.
+#[derive(Debug, Clone)]
+pub struct ListStyle {
+    pub page_size: usize,
+    pub ttl_ms: u64,
+    pub server_info: Value,
+}
+
 impl ToolsListPages {
-    pub fn render(catalog: &Catalog, page_size: usize, ttl_ms: u64, server_info: &Value) -> Self {
-        let definitions: Vec<&Value> = catalog.tools().map(|tool| &tool.definition).collect();
-        let fingerprint = fingerprint(catalog, page_size);
+    pub fn render(tools: &[&Tool], style: &ListStyle, scope: CacheScope) -> Self {
+        let definitions: Vec<&Value> = tools.iter().map(|tool| &tool.definition).collect();
+        let fingerprint = fingerprint(tools, style.page_size);
         let chunks: Vec<&[&Value]> = if definitions.is_empty() {
             vec![&[]]
         } else {
-            definitions.chunks(page_size.max(1)).collect()
+            definitions.chunks(style.page_size.max(1)).collect()
         };
         let last = chunks.len() - 1;
         let pages = chunks
             .into_iter()
             .enumerate()
-            .map(|(index, tools)| {
+            .map(|(index, page)| {
                 let next_cursor = (index < last).then(|| encode_cursor(fingerprint, index + 1));
-                Page::render(tools, next_cursor, ttl_ms, server_info)
+                Page::render(page, next_cursor, style, scope)
             })
             .collect();
         ToolsListPages { pages, fingerprint }
+    }
+
+    /// The list every caller sees, when there is no authorization.
+    pub fn public(catalog: &Catalog, style: &ListStyle) -> Self {
+        let tools: Vec<&Tool> = catalog.tools().map(AsRef::as_ref).collect();
+        Self::render(&tools, style, CacheScope::Public)
     }
 
     /// The `tools/list` result (JSON text) for a cursor, in the request's era.
@@ -63,19 +105,76 @@ impl ToolsListPages {
     }
 }
 
+/// The renderings of the lists callers with different grants see, keyed by which tools are
+/// visible (callers whose grants differ but show the same tools share one), bounded.
+#[derive(Debug)]
+pub struct PrivateLists {
+    style: ListStyle,
+    cache: Mutex<RenderingCache>,
+}
+
+#[derive(Debug, Default)]
+struct RenderingCache {
+    renderings: HashMap<Vec<bool>, Arc<ToolsListPages>>,
+    /// Keys, oldest first.
+    order: VecDeque<Vec<bool>>,
+}
+
+impl PrivateLists {
+    pub fn new(style: ListStyle) -> Self {
+        PrivateLists {
+            style,
+            cache: Mutex::new(RenderingCache::default()),
+        }
+    }
+
+    /// The pages of the tools `visible` selects (one flag per catalog tool, in order).
+    pub fn pages(&self, catalog: &Catalog, visible: Vec<bool>) -> Arc<ToolsListPages> {
+        // A panic while holding the lock leaves a cache that is still consistent enough to read.
+        let mut cache = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(pages) = cache.renderings.get(&visible) {
+            return Arc::clone(pages);
+        }
+        let tools: Vec<&Tool> = catalog
+            .tools()
+            .zip(&visible)
+            .filter(|(_, shown)| **shown)
+            .map(|(tool, _)| tool.as_ref())
+            .collect();
+        let pages = Arc::new(ToolsListPages::render(&tools, &self.style, CacheScope::Private));
+        if cache.order.len() >= MAX_PRIVATE_LISTS {
+            if let Some(oldest) = cache.order.pop_front() {
+                cache.renderings.remove(&oldest);
+            }
+        }
+        cache.order.push_back(visible.clone());
+        cache.renderings.insert(visible, Arc::clone(&pages));
+        pages
+    }
+
+    /// How many renderings are kept now.
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.cache
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .renderings
+            .len()
+    }
+}
+
 impl Page {
-    fn render(tools: &[&Value], next_cursor: Option<String>, ttl_ms: u64, server_info: &Value) -> Page {
+    fn render(tools: &[&Value], next_cursor: Option<String>, style: &ListStyle, scope: CacheScope) -> Page {
         let mut legacy = Map::new();
         legacy.insert("tools".into(), json!(tools));
         if let Some(cursor) = next_cursor {
             legacy.insert("nextCursor".into(), json!(cursor));
         }
         let mut modern = legacy.clone();
-        modern.insert("ttlMs".into(), json!(ttl_ms));
-        // The list is the same for every caller: shared caches may keep it.
-        modern.insert("cacheScope".into(), json!("public"));
+        modern.insert("ttlMs".into(), json!(style.ttl_ms));
+        modern.insert("cacheScope".into(), json!(scope.word()));
         modern.insert("resultType".into(), json!("complete"));
-        modern.insert("_meta".into(), json!({ SERVER_INFO_META: server_info }));
+        modern.insert("_meta".into(), json!({ SERVER_INFO_META: style.server_info }));
         Page {
             legacy: Value::Object(legacy).to_string(),
             modern: Value::Object(modern).to_string(),
@@ -94,11 +193,12 @@ fn decode_cursor(cursor: &str) -> Option<(u64, usize)> {
     Some((u64::from_str_radix(fingerprint, 16).ok()?, index.parse().ok()?))
 }
 
-/// FNV-1a over the tool names and the page size: stable across VMs running this build.
-fn fingerprint(catalog: &Catalog, page_size: usize) -> u64 {
+/// FNV-1a over the listed tool names and the page size: stable across VMs running this
+/// build, and different for lists that show different tools.
+fn fingerprint(tools: &[&Tool], page_size: usize) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
-    let names = catalog.tools().map(|tool| tool.name.as_bytes());
+    let names = tools.iter().map(|tool| tool.name.as_bytes());
     let page = page_size.to_le_bytes();
     names
         .chain(std::iter::once(&page[..]))
@@ -118,7 +218,15 @@ mod tests {
         )
         .unwrap();
         let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();
-        ToolsListPages::render(&catalog, page_size, 60_000, &json!({"name": "s", "version": "1"}))
+        ToolsListPages::public(&catalog, &style(page_size))
+    }
+
+    fn style(page_size: usize) -> ListStyle {
+        ListStyle {
+            page_size,
+            ttl_ms: 60_000,
+            server_info: json!({"name": "s", "version": "1"}),
+        }
     }
 
     fn names(result: &Value) -> Vec<&str> {
@@ -178,5 +286,46 @@ mod tests {
             two.result(Era::Modern, Some(&encode_cursor(two.fingerprint, 9))),
             Err(InvalidCursor)
         );
+    }
+
+    #[test]
+    fn private_lists_are_private_per_visible_set_and_bounded() {
+        let config = PluginConfig::parse(
+            br#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"}}}"#,
+        )
+        .unwrap();
+        let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();
+        let lists = PrivateLists::new(style(1));
+        let catalog_only = lists.pages(&catalog, vec![true, true, false]);
+        let users_only = lists.pages(&catalog, vec![false, false, true]);
+        let first: Value = serde_json::from_str(catalog_only.result(Era::Modern, None).unwrap()).unwrap();
+        assert_eq!(first["cacheScope"], "private");
+        assert_eq!(names(&first), ["CatalogService_Search"]);
+        let cursor = first["nextCursor"].as_str().unwrap();
+        // The cursor leads on in its own list, and nowhere in another caller's.
+        let second: Value = serde_json::from_str(catalog_only.result(Era::Modern, Some(cursor)).unwrap()).unwrap();
+        assert_eq!(names(&second), ["CatalogService_GetItem"]);
+        assert_eq!(users_only.result(Era::Modern, Some(cursor)), Err(InvalidCursor));
+        // The same visible set is rendered once.
+        assert!(Arc::ptr_eq(
+            &catalog_only,
+            &lists.pages(&catalog, vec![true, true, false])
+        ));
+        let nothing: Value = serde_json::from_str(
+            lists
+                .pages(&catalog, vec![false; 3])
+                .result(Era::Legacy("2025-11-25"), None)
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(nothing, json!({"tools": []}));
+        assert_eq!(lists.len(), 3);
+        // Bounded: past the limit the oldest rendering goes. (Three tools make only eight
+        // sets; flags past the catalog's end are ignored by the rendering but tell keys apart.)
+        for set in 0..(MAX_PRIVATE_LISTS + 3) {
+            let visible: Vec<bool> = (0..16).map(|bit| set & (1 << bit) != 0).collect();
+            lists.pages(&catalog, visible);
+        }
+        assert_eq!(lists.len(), MAX_PRIVATE_LISTS);
     }
 }

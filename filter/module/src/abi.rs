@@ -242,6 +242,11 @@ extern "C" {
         key: ModuleBuffer,
         value: ModuleBuffer,
     ) -> bool;
+    fn envoy_dynamic_module_callback_http_get_filter_state_bytes(
+        filter: HttpFilterEnvoyPtr,
+        key: ModuleBuffer,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
 }
 
 /// What the metric calls answer when they worked (`envoy_dynamic_module_type_metrics_result`).
@@ -467,6 +472,22 @@ impl Stream {
                 ModuleBuffer::of(value.as_bytes()),
             )
         }
+    }
+
+    /// The bytes of a string filter state object (`envoy.string`, as
+    /// `envoy.filters.http.set_filter_state` makes them), if the stream has one under `key`.
+    pub fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
+        let mut value = EnvoyBuffer::EMPTY;
+        // SAFETY: the key is module memory for the call (rule 2); `value` is written by Envoy
+        // and copied before the hook returns (rule 1).
+        let found = unsafe {
+            envoy_dynamic_module_callback_http_get_filter_state_bytes(
+                self.filter,
+                ModuleBuffer::of(key.as_bytes()),
+                &mut value,
+            )
+        };
+        found.then(|| value.to_vec())
     }
 
     pub fn clear_route_cache(&self) {

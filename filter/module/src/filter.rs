@@ -9,7 +9,9 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
+use switchblade_core::access::Caller;
 use switchblade_core::config::ConfigError;
+use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{predefined_samples, Metric, Observations, Sample, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
@@ -34,6 +36,15 @@ impl Config {
     /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &ConfigStats) -> Result<Self, ConfigError> {
         let server = Server::from_config_bytes(bytes)?;
+        if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
+            return Err(ConfigError(format!(
+                "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \
+                 Envoy 1.40's module ABI reads only top-level metadata strings, numbers and lists, and jwt_authn writes the payload as an object. \
+                 Copy it into filter state with envoy.filters.http.set_filter_state before this filter \
+                 (object_key \"switchblade.token_payload\", factory_key \"envoy.string\", format %DYNAMIC_METADATA({namespace}:{key})%) \
+                 and set `token_payload` to {{\"filter_state\": \"switchblade.token_payload\"}}; see the README's Authorization"
+            )));
+        }
         let metric_ids = Metric::ALL
             .iter()
             .map(|metric| {
@@ -215,7 +226,19 @@ impl Exchange {
 
     fn handle(&self, stream: &Stream, headers: &McpHeaders, body: &[u8]) -> Verdict {
         let server = self.server();
-        let outcome = server.handle(McpRequest { headers, body }, &mut self.observed.borrow_mut());
+        // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
+        // comes through filter state (the configuration check refuses a metadata source).
+        let caller = match server.access().map(|policy| policy.source()) {
+            None => Caller::Anyone,
+            Some(TokenPayloadSource::FilterState(key)) => server.caller(stream.filter_state(key).as_deref()),
+            Some(TokenPayloadSource::Metadata { .. }) => server.caller(None),
+        };
+        let request = McpRequest {
+            headers,
+            body,
+            caller: &caller,
+        };
+        let outcome = server.handle(request, &mut self.observed.borrow_mut());
         let mut reply = match outcome {
             Outcome::Respond(response) => return self.answer(stream, &response),
             Outcome::Await(reply) => reply,

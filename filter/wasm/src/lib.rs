@@ -22,6 +22,8 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType};
+use switchblade_core::access::Caller;
+use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{Observations, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
@@ -192,7 +194,16 @@ impl Exchange {
     }
 
     fn handle(&mut self, headers: &McpHeaders, body: &[u8]) {
-        let mut reply = match self.server.handle(McpRequest { headers, body }, &mut self.observed) {
+        let caller = match self.server.access() {
+            None => Caller::Anyone,
+            Some(policy) => self.server.caller(token_payload(policy.source()).as_deref()),
+        };
+        let request = McpRequest {
+            headers,
+            body,
+            caller: &caller,
+        };
+        let mut reply = match self.server.handle(request, &mut self.observed) {
             Outcome::Respond(response) => return self.answer(&response),
             Outcome::Await(reply) => reply,
         };
@@ -288,4 +299,15 @@ fn buffer(buffer: BufferType, size: usize) -> Bytes {
             None
         })
         .unwrap_or_default()
+}
+
+/// The bytes where the verified token payload should be: the stream's dynamic metadata,
+/// serialized whole (`envoy.config.core.v3.Metadata`; the core picks the namespace and key),
+/// or a filter state object's value.
+fn token_payload(source: &TokenPayloadSource) -> Option<Vec<u8>> {
+    let path = match source {
+        TokenPayloadSource::Metadata { .. } => vec!["metadata"],
+        TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
+    };
+    hostcalls::get_property(path).ok().flatten()
 }

@@ -58,6 +58,10 @@ pub struct PluginConfig {
     /// How tool calls reach the upstream, where the host can choose (the dynamic module).
     #[serde(default)]
     pub routing: Routing,
+    /// Per-tool authorization from the caller's verified token; absent, every caller may
+    /// call every tool.
+    #[serde(default)]
+    pub authorization: Option<Authorization>,
 }
 
 /// How tool calls reach the upstream. The Wasm filter always calls out (proxy-wasm cannot
@@ -102,8 +106,11 @@ impl Default for Limits {
     }
 }
 
+pub mod authorization;
 mod checks;
 mod ordered_map;
+
+pub use authorization::{Authorization, ClaimPath, TokenPayloadSource, Unlisted};
 
 pub use checks::parse_selector;
 pub use ordered_map::OrderedMap;

@@ -79,10 +79,12 @@ pub enum Refusal {
     ProtocolVersion,
     /// A batch where the protocol version has none, or an empty one.
     Batch,
+    /// Authorization is configured and no verified token reached the filter.
+    Unauthenticated,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 10] = [
+    pub const ALL: [Refusal; 11] = [
         Refusal::MethodNotAllowed,
         Refusal::PayloadTooLarge,
         Refusal::HostNotAllowed,
@@ -93,6 +95,7 @@ impl Refusal {
         Refusal::DuplicateKey,
         Refusal::ProtocolVersion,
         Refusal::Batch,
+        Refusal::Unauthenticated,
     ];
 
     pub fn label(self) -> &'static str {
@@ -107,6 +110,7 @@ impl Refusal {
             Refusal::DuplicateKey => "duplicate_key",
             Refusal::ProtocolVersion => "protocol_version",
             Refusal::Batch => "batch",
+            Refusal::Unauthenticated => "unauthenticated",
         }
     }
 }

@@ -78,7 +78,7 @@ impl Server {
             (Era::Legacy(_), "initialize") => Answer::raw(id, &self.initialize(&params).to_string()),
             (Era::Legacy(_), "ping") => Answer::raw(id, "{}"),
             (Era::Modern, "server/discover") => Answer::raw(id, &self.discover_result),
-            (_, "tools/list") => self.tools_list(era, id, &params)?,
+            (_, "tools/list") => self.tools_list(context, id, &params)?,
             (_, "tools/call") => return self.call_tool(context, id, &params, slot, observed),
             _ => return Err(method_not_found(era, id, method)),
         };
@@ -102,7 +102,13 @@ impl Server {
         result
     }
 
-    fn tools_list(&self, era: Era, id: &Value, params: &Map<String, Value>) -> Result<Answer, RpcError> {
+    fn tools_list(
+        &self,
+        context: &RequestContext<'_>,
+        id: &Value,
+        params: &Map<String, Value>,
+    ) -> Result<Answer, RpcError> {
+        let era = context.era;
         let cursor = match params.get("cursor") {
             None | Some(Value::Null) => None,
             Some(Value::String(cursor)) => Some(cursor.as_str()),
@@ -111,14 +117,27 @@ impl Server {
                 return Err(RpcError::new(id, INVALID_PARAMS, message));
             }
         };
-        let result = self.tools_list.result(era, cursor).map_err(|_| {
+        let invalid = |_| {
             RpcError::new(
                 id,
                 INVALID_PARAMS,
                 "Invalid params: this cursor was not issued for the current tool list; list again without a cursor",
             )
-        })?;
-        Ok(Answer::raw(id, result))
+        };
+        match &self.access {
+            None => Ok(Answer::raw(id, self.tools_list.result(era, cursor).map_err(invalid)?)),
+            Some(_) => {
+                // The tools this caller may call; a cursor from another caller's list is
+                // refused like any foreign cursor.
+                let visible = self
+                    .catalog
+                    .tools()
+                    .map(|tool| context.caller.may_call(self.access.as_ref(), &tool.name))
+                    .collect();
+                let pages = self.private_lists.pages(&self.catalog, visible);
+                Ok(Answer::raw(id, pages.result(era, cursor).map_err(invalid)?))
+            }
+        }
     }
 }
 

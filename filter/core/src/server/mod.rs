@@ -21,6 +21,7 @@ pub mod tool_result;
 use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
+use crate::access::{AccessPolicy, Caller};
 use crate::catalog::Catalog;
 use crate::config::{ConfigError, Limits, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
@@ -30,7 +31,7 @@ use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::{Observations, Refusal};
 use crate::proto_json::gate::ArgumentError;
 use crate::status_details::StatusDetails;
-use crate::tools_list::ToolsListPages;
+use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use reply::Reply;
 use reply::{refuse_batch, respond_error, Answer};
@@ -44,6 +45,9 @@ const TRACE_CONTEXT_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 pub struct McpRequest<'a> {
     pub headers: &'a McpHeaders,
     pub body: &'a [u8],
+    /// Who is calling: [`Server::caller`] from the token payload the host read, or
+    /// [`Caller::Anyone`] when the configuration has no authorization.
+    pub caller: &'a Caller,
 }
 
 /// What to do with a request.
@@ -65,6 +69,10 @@ pub struct Server {
     result_meta: String,
     instructions: Option<String>,
     tools_list: ToolsListPages,
+    /// Who may call which tool, if the configuration says.
+    access: Option<AccessPolicy>,
+    /// Under authorization: the lists callers see, rendered per set of visible tools.
+    private_lists: PrivateLists,
     /// The `server/discover` result, rendered once.
     discover_result: String,
     /// Request headers sent upstream as gRPC metadata: `forward_headers`, and the trace
@@ -83,6 +91,7 @@ struct RequestContext<'a> {
     era: Era,
     batch: bool,
     headers: &'a McpHeaders,
+    caller: &'a Caller,
     /// A key given twice inside a single request's `params.arguments`: the tool call is
     /// refused like any other bad argument, naming the path.
     duplicate_argument: Option<ArgumentError>,
@@ -119,7 +128,13 @@ impl Server {
         }
         let server_info = Value::Object(server_info);
         let list = &config.tools_list;
-        let tools_list = ToolsListPages::render(&catalog, list.page_size, list.ttl_ms, &server_info);
+        let style = ListStyle {
+            page_size: list.page_size,
+            ttl_ms: list.ttl_ms,
+            server_info: server_info.clone(),
+        };
+        let access = AccessPolicy::build(config, &catalog)?;
+        let tools_list = ToolsListPages::public(&catalog, &style);
         let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
@@ -128,6 +143,8 @@ impl Server {
             server_info,
             instructions: identity.instructions.clone(),
             tools_list,
+            access,
+            private_lists: PrivateLists::new(style),
             discover_result,
             forward_headers: forwarded_headers(config),
             status_details: details_pool(config, pool).and_then(StatusDetails::new),
@@ -155,6 +172,20 @@ impl Server {
     /// How tool calls reach the upstream, where the host can choose.
     pub fn routing(&self) -> &Routing {
         &self.routing
+    }
+
+    /// Who may call which tool; `None` when every caller may call every tool.
+    pub fn access(&self) -> Option<&AccessPolicy> {
+        self.access.as_ref()
+    }
+
+    /// The caller of a request, from what the host found where the configuration says the
+    /// verified token payload is ([`AccessPolicy::source`]); `None`: nothing there.
+    pub fn caller(&self, token_payload: Option<&[u8]>) -> Caller {
+        match &self.access {
+            None => Caller::Anyone,
+            Some(policy) => policy.caller(token_payload),
+        }
     }
 
     /// The request headers this configuration forwards upstream (lowercase).
@@ -207,6 +238,10 @@ impl Server {
             observed.refused(reason);
             return Outcome::Respond(refusal);
         }
+        if let Some(refusal) = self.refuse_unverified(request.caller) {
+            observed.refused(Refusal::Unauthenticated);
+            return Outcome::Respond(refusal);
+        }
         match self.read_envelope(request) {
             Ok((context, messages)) => {
                 observed.era(context.era);
@@ -217,6 +252,21 @@ impl Server {
                 refusal
             }
         }
+    }
+
+    /// Under authorization, a request without a verified token is refused whole: fail closed.
+    fn refuse_unverified(&self, caller: &Caller) -> Option<HttpResponse> {
+        let policy = self.access.as_ref()?;
+        let found = match caller {
+            Caller::Verified(_) => return None,
+            Caller::Unverified(found) => found.as_str(),
+            Caller::Anyone => "the host did not read it",
+        };
+        Some(HttpResponse::unauthorized(&format!(
+            "Unauthorized: this server authorizes each tool from a verified token, and none reached it ({found}). \
+             Send a bearer token; operators: put jwt_authn before Switchblade, with `payload_in_metadata` where `authorization.token_payload` says ({})",
+            policy.source()
+        )))
     }
 
     /// The body's messages, and what they share: the era, whether they came as a batch, and a
@@ -267,6 +317,7 @@ impl Server {
             era,
             batch,
             headers: request.headers,
+            caller: request.caller,
             duplicate_argument,
         };
         Ok((context, messages))

@@ -1,4 +1,5 @@
 use super::*;
+use crate::access::Caller;
 use crate::eras::{CLIENT_CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::jsonrpc::{HEADER_MISMATCH, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
@@ -56,6 +57,7 @@ fn observe(server: &Server, headers: &McpHeaders, body: &str) -> (Outcome, Obser
     let request = McpRequest {
         headers,
         body: body.as_bytes(),
+        caller: &Caller::Anyone,
     };
     (server.handle(request, &mut observed), observed)
 }

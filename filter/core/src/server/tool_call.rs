@@ -34,7 +34,12 @@ impl Server {
                 "Invalid params: tools/call needs `name`, a string",
             ));
         };
-        let Some(tool) = self.catalog.get(name) else {
+        // A tool outside the caller's grants answers exactly like one that does not exist.
+        let tool = self
+            .catalog
+            .get(name)
+            .filter(|tool| context.caller.may_call(self.access.as_ref(), &tool.name));
+        let Some(tool) = tool else {
             let message =
                 format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
             return Err(RpcError::new(id, INVALID_PARAMS, message));

@@ -1,0 +1,202 @@
+//! Who may call which tool: the claim values each tool requires (from the configuration's
+//! `authorization` rules), and the grants a caller holds (from the verified token's payload,
+//! which the host reads where Envoy's jwt_authn left it). A tool outside the caller's grants
+//! is neither listed nor callable; without a verified token nothing is served.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use prost::Message;
+use serde_json::{Map, Number, Value};
+
+use crate::catalog::Catalog;
+use crate::config::{parse_selector, Authorization, ConfigError, PluginConfig, TokenPayloadSource, Unlisted};
+
+/// The configuration's authorization, resolved against its catalog.
+#[derive(Debug)]
+pub struct AccessPolicy {
+    source: TokenPayloadSource,
+    claim: Vec<String>,
+    /// Tool name → the claim values it requires (all of them); `None`: nobody may call it.
+    requirements: HashMap<String, Option<BTreeSet<String>>>,
+}
+
+/// Who is calling, as far as authorization is concerned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Caller {
+    /// No authorization is configured: every tool is everyone's.
+    Anyone,
+    /// Authorization is configured and no verified token payload reached the filter.
+    Unverified(String),
+    /// A verified token granting these claim values.
+    Verified(BTreeSet<String>),
+}
+
+impl AccessPolicy {
+    /// Resolves the rules against the catalog; a rule that names no configured service or
+    /// exposed tool is refused, since a typo would otherwise open or close the wrong tool.
+    pub fn build(config: &PluginConfig, catalog: &Catalog) -> Result<Option<Self>, ConfigError> {
+        let Some(authorization) = &config.authorization else {
+            return Ok(None);
+        };
+        check_source(&authorization.token_payload)?;
+        let claim = authorization.claim.names().to_vec();
+        if claim.is_empty() || claim.iter().any(String::is_empty) {
+            return Err(ConfigError(
+                "at `authorization.claim`: a claim name must not be empty; write a name like \"scope\", or a path like [\"realm_access\", \"roles\"]".into(),
+            ));
+        }
+        check_rules(authorization, config, catalog)?;
+        let requirements = catalog
+            .tools()
+            .map(|tool| {
+                let selector = format!("{}/{}", tool.service_name(), tool.method_name());
+                let rule = authorization
+                    .rules
+                    .get(&selector)
+                    .or_else(|| authorization.rules.get(tool.service_name()));
+                let required = match (rule, authorization.unlisted) {
+                    (Some(values), _) => Some(values.iter().cloned().collect()),
+                    (None, Unlisted::Allow) => Some(BTreeSet::new()),
+                    (None, Unlisted::Deny) => None,
+                };
+                (tool.name.clone(), required)
+            })
+            .collect();
+        Ok(Some(AccessPolicy {
+            source: authorization.token_payload.clone(),
+            claim,
+            requirements,
+        }))
+    }
+
+    /// Where the host finds the token payload: dynamic metadata (serialized
+    /// `envoy.config.core.v3.Metadata`) or a filter state object (JSON text).
+    pub fn source(&self) -> &TokenPayloadSource {
+        &self.source
+    }
+
+    /// The caller, from the bytes the host read at [`Self::source`] (`None`: nothing there).
+    pub fn caller(&self, found: Option<&[u8]>) -> Caller {
+        let payload = match (&self.source, found) {
+            (_, None) => Err(format!("nothing at {}", self.source)),
+            (TokenPayloadSource::Metadata { namespace, key }, Some(bytes)) => {
+                payload_in_metadata(bytes, namespace, key).ok_or_else(|| format!("no token payload at {}", self.source))
+            }
+            (TokenPayloadSource::FilterState(_), Some(bytes)) => serde_json::from_slice::<Value>(bytes)
+                .ok()
+                .filter(Value::is_object)
+                .ok_or_else(|| format!("{} does not hold a JSON object", self.source)),
+        };
+        match payload {
+            Ok(payload) => Caller::Verified(self.grants(&payload)),
+            Err(reason) => Caller::Unverified(reason),
+        }
+    }
+
+    /// The claim values the payload grants: a space-separated string's words, an array's strings.
+    fn grants(&self, payload: &Value) -> BTreeSet<String> {
+        let claim = self.claim.iter().try_fold(payload, |value, name| value.get(name));
+        match claim {
+            Some(Value::String(words)) => words.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+            _ => BTreeSet::new(),
+        }
+    }
+
+    /// Whether a verified caller with `grants` may call the tool.
+    pub fn permits(&self, grants: &BTreeSet<String>, tool_name: &str) -> bool {
+        match self.requirements.get(tool_name) {
+            Some(Some(required)) => required.is_subset(grants),
+            _ => false,
+        }
+    }
+}
+
+impl Caller {
+    /// Whether this caller may call the tool under `policy` (none: everyone may).
+    pub fn may_call(&self, policy: Option<&AccessPolicy>, tool_name: &str) -> bool {
+        match (policy, self) {
+            (None, _) => true,
+            (Some(policy), Caller::Verified(grants)) => policy.permits(grants, tool_name),
+            (Some(_), _) => false,
+        }
+    }
+}
+
+fn check_source(source: &TokenPayloadSource) -> Result<(), ConfigError> {
+    let empty = match source {
+        TokenPayloadSource::Metadata { namespace, key } => namespace.is_empty() || key.is_empty(),
+        TokenPayloadSource::FilterState(name) => name.is_empty(),
+    };
+    if empty {
+        return Err(ConfigError(
+            "at `authorization.token_payload`: names must not be empty; the default is {\"metadata\": {\"namespace\": \"envoy.filters.http.jwt_authn\", \"key\": \"jwt_payload\"}}, jwt_authn's `payload_in_metadata: jwt_payload`".into(),
+        ));
+    }
+    Ok(())
+}
+
+fn check_rules(authorization: &Authorization, config: &PluginConfig, catalog: &Catalog) -> Result<(), ConfigError> {
+    for (name, values) in &authorization.rules {
+        let known = match parse_selector(name) {
+            Some((service, method)) => catalog
+                .tools()
+                .any(|tool| tool.service_name() == service && tool.method_name() == method),
+            None => config.services.iter().any(|(service, _)| service == name),
+        };
+        if !known {
+            let services: Vec<&str> = config.services.iter().map(|(service, _)| service).collect();
+            return Err(ConfigError(format!(
+                "at `authorization.rules.{name}`: names no configured service and no exposed tool's method; write a service from `services` ({}) or `package.Service/Method` of a tool",
+                services.join(", ")
+            )));
+        }
+        if let Some(index) = values
+            .iter()
+            .position(|value| value.is_empty() || value.contains(char::is_whitespace))
+        {
+            return Err(ConfigError(format!(
+                "at `authorization.rules.{name}[{index}]`: {:?} is not a claim value; a scope is one word",
+                values[index]
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// `envoy.config.core.v3.Metadata`, as Envoy serializes a stream's dynamic metadata: only the
+/// untyped namespaces, where jwt_authn writes.
+#[derive(Clone, PartialEq, Message)]
+struct Metadata {
+    #[prost(btree_map = "string, message", tag = "1")]
+    filter_metadata: BTreeMap<String, prost_types::Struct>,
+}
+
+/// The object at `namespace`/`key` of serialized dynamic metadata.
+fn payload_in_metadata(bytes: &[u8], namespace: &str, key: &str) -> Option<Value> {
+    let metadata = Metadata::decode(bytes).ok()?;
+    let value = metadata.filter_metadata.get(namespace)?.fields.get(key)?;
+    Some(json_of(value)).filter(Value::is_object)
+}
+
+/// A protobuf `Value` as JSON.
+fn json_of(value: &prost_types::Value) -> Value {
+    use prost_types::value::Kind;
+    match &value.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::NumberValue(number)) => Number::from_f64(*number).map_or(Value::Null, Value::Number),
+        Some(Kind::StringValue(text)) => Value::String(text.clone()),
+        Some(Kind::BoolValue(flag)) => Value::Bool(*flag),
+        Some(Kind::StructValue(object)) => Value::Object(
+            object
+                .fields
+                .iter()
+                .map(|(name, value)| (name.clone(), json_of(value)))
+                .collect::<Map<String, Value>>(),
+        ),
+        Some(Kind::ListValue(list)) => Value::Array(list.values.iter().map(json_of).collect()),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,355 @@
+use super::*;
+use crate::descriptors::embedded_pool;
+use crate::http::McpHeaders;
+use crate::observe::Observations;
+use crate::server::{McpRequest, Outcome, Server};
+use prost_types::value::Kind;
+use serde_json::json;
+
+const SERVICES: &str = r#""services": {
+    "demo.catalog.v1.CatalogService": {"cluster": "c"},
+    "demo.users.v1.UserService": {"cluster": "c"}
+}"#;
+
+fn config(authorization: &str) -> PluginConfig {
+    PluginConfig::parse(format!(r#"{{{SERVICES}, "authorization": {authorization}}}"#).as_bytes()).unwrap()
+}
+
+fn policy(authorization: &str) -> Result<AccessPolicy, ConfigError> {
+    let config = config(authorization);
+    let catalog = Catalog::build(&config, &embedded_pool().unwrap())?;
+    Ok(AccessPolicy::build(&config, &catalog)?.unwrap())
+}
+
+fn grants(values: &[&str]) -> BTreeSet<String> {
+    values.iter().map(|value| (*value).to_owned()).collect()
+}
+
+fn proto_value(value: &Value) -> prost_types::Value {
+    let kind = match value {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(flag) => Kind::BoolValue(*flag),
+        Value::Number(number) => Kind::NumberValue(number.as_f64().unwrap()),
+        Value::String(text) => Kind::StringValue(text.clone()),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(proto_value).collect(),
+        }),
+        Value::Object(map) => Kind::StructValue(proto_struct(map)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+fn proto_struct(map: &Map<String, Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: map
+            .iter()
+            .map(|(key, value)| (key.clone(), proto_value(value)))
+            .collect(),
+    }
+}
+
+/// Dynamic metadata as Envoy serializes it, with `payload` where jwt_authn puts it.
+fn metadata(namespace: &str, key: &str, payload: Value) -> Vec<u8> {
+    let mut namespace_struct = Map::new();
+    namespace_struct.insert(key.to_owned(), payload);
+    let mut filter_metadata = BTreeMap::new();
+    filter_metadata.insert(namespace.to_owned(), proto_struct(&namespace_struct));
+    filter_metadata.insert("other.filter".to_owned(), proto_struct(&Map::new()));
+    Metadata { filter_metadata }.encode_to_vec()
+}
+
+const RULES: &str = r#"{"rules": {
+    "demo.catalog.v1.CatalogService": ["catalog:read"],
+    "demo.catalog.v1.CatalogService/GetItem": ["catalog:read", "items:read"]
+}}"#;
+
+#[test]
+fn a_method_rule_replaces_its_service_rule_and_unlisted_tools_are_closed() {
+    let policy = policy(RULES).unwrap();
+    let reader = grants(&["catalog:read"]);
+    assert!(policy.permits(&reader, "CatalogService_Search"));
+    assert!(!policy.permits(&reader, "CatalogService_GetItem"));
+    assert!(policy.permits(&grants(&["catalog:read", "items:read", "x"]), "CatalogService_GetItem"));
+    // UserService has no rule: closed to everyone by default.
+    assert!(!policy.permits(
+        &grants(&["catalog:read", "items:read", "users:read"]),
+        "UserService_GetUser"
+    ));
+    assert!(!policy.permits(&reader, "NoSuchTool"));
+}
+
+#[test]
+fn unlisted_allow_opens_unnamed_tools_to_any_verified_caller() {
+    let policy =
+        policy(r#"{"rules": {"demo.catalog.v1.CatalogService": ["catalog:read"]}, "unlisted": "allow"}"#).unwrap();
+    assert!(policy.permits(&BTreeSet::new(), "UserService_GetUser"));
+    assert!(!policy.permits(&BTreeSet::new(), "CatalogService_Search"));
+    assert!(Caller::Verified(BTreeSet::new()).may_call(Some(&policy), "UserService_GetUser"));
+    assert!(!Caller::Unverified("none".into()).may_call(Some(&policy), "UserService_GetUser"));
+    assert!(Caller::Anyone.may_call(None, "UserService_GetUser"));
+    assert!(!Caller::Anyone.may_call(Some(&policy), "UserService_GetUser"));
+}
+
+#[test]
+fn rules_that_name_nothing_served_are_refused_when_the_configuration_loads() {
+    let cases = [
+        (
+            r#"{"rules": {"demo.catalog.v1.CatalogServce": ["a"]}}"#,
+            "at `authorization.rules.demo.catalog.v1.CatalogServce`: names no configured service and no exposed tool's method; write a service from `services` (demo.catalog.v1.CatalogService, demo.users.v1.UserService) or `package.Service/Method` of a tool",
+        ),
+        (
+            r#"{"rules": {"demo.catalog.v1.CatalogService/Delete": ["a"]}}"#,
+            "at `authorization.rules.demo.catalog.v1.CatalogService/Delete`: names no configured service",
+        ),
+        (
+            r#"{"rules": {"demo.catalog.v1.CatalogService": ["a b"]}}"#,
+            "at `authorization.rules.demo.catalog.v1.CatalogService[0]`: \"a b\" is not a claim value; a scope is one word",
+        ),
+        (r#"{"rules": {}, "claim": []}"#, "at `authorization.claim`: a claim name must not be empty"),
+        (
+            r#"{"rules": {}, "token_payload": {"filter_state": ""}}"#,
+            "at `authorization.token_payload`: names must not be empty",
+        ),
+    ];
+    for (authorization, expected) in cases {
+        let error = policy(authorization).unwrap_err().0;
+        assert!(error.starts_with(expected), "{error}");
+    }
+    let server = Server::from_config_bytes(
+        format!(r#"{{{SERVICES}, "authorization": {{"rules": {{"demo.users.v1.UserService/ListUsers": ["a"]}}}}}}"#)
+            .as_bytes(),
+    );
+    assert!(server.unwrap_err().0.contains("names no configured service"));
+    // Unknown keys and wrong shapes are refused by the parser, naming the key.
+    let error =
+        PluginConfig::parse(format!(r#"{{{SERVICES}, "authorization": {{"rules": {{}}, "scopes": 1}}}}"#).as_bytes())
+            .unwrap_err()
+            .0;
+    assert!(
+        error.starts_with("at `authorization.scopes`: unknown field `scopes`"),
+        "{error}"
+    );
+    let error = PluginConfig::parse(
+        format!(r#"{{{SERVICES}, "authorization": {{"rules": {{}}, "unlisted": "maybe"}}}}"#).as_bytes(),
+    )
+    .unwrap_err()
+    .0;
+    assert!(
+        error.starts_with("at `authorization.unlisted`: unknown variant `maybe`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn grants_come_from_the_payload_in_dynamic_metadata() {
+    let policy = policy(RULES).unwrap();
+    let bytes = metadata(
+        JWT_AUTHN,
+        "jwt_payload",
+        json!({"sub": "agent-7", "scope": "catalog:read  items:read"}),
+    );
+    assert_eq!(
+        policy.caller(Some(&bytes)),
+        Caller::Verified(grants(&["catalog:read", "items:read"]))
+    );
+    // A token without the claim is verified, and grants nothing.
+    let bytes = metadata(JWT_AUTHN, "jwt_payload", json!({"sub": "agent-7"}));
+    assert_eq!(policy.caller(Some(&bytes)), Caller::Verified(BTreeSet::new()));
+    // Nothing where the payload should be: not verified.
+    let elsewhere = metadata(JWT_AUTHN, "other_key", json!({"scope": "catalog:read"}));
+    let unverified = |found: Option<&[u8]>| matches!(policy.caller(found), Caller::Unverified(_));
+    assert!(unverified(Some(&elsewhere)));
+    assert!(unverified(Some(&metadata(
+        "other.namespace",
+        "jwt_payload",
+        json!({"scope": "x"})
+    ))));
+    assert!(unverified(Some(&metadata(
+        JWT_AUTHN,
+        "jwt_payload",
+        json!("not an object")
+    ))));
+    assert!(unverified(Some(b"\xff\xff garbage")));
+    assert!(unverified(Some(b"")));
+    assert!(unverified(None));
+    assert_eq!(
+        policy.caller(None),
+        Caller::Unverified("nothing at dynamic metadata `envoy.filters.http.jwt_authn` key `jwt_payload`".into())
+    );
+}
+
+const JWT_AUTHN: &str = crate::config::authorization::JWT_AUTHN_NAMESPACE;
+
+#[test]
+fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state() {
+    let policy = policy(
+        r#"{"rules": {}, "claim": ["realm_access", "roles"], "token_payload": {"filter_state": "switchblade.token_payload"}}"#,
+    )
+    .unwrap();
+    let payload = json!({"realm_access": {"roles": ["admin", 7, "viewer"]}}).to_string();
+    assert_eq!(
+        policy.caller(Some(payload.as_bytes())),
+        Caller::Verified(grants(&["admin", "viewer"]))
+    );
+    // Envoy's formatter writes `-` when the metadata is absent.
+    assert!(matches!(policy.caller(Some(b"-")), Caller::Unverified(_)));
+    assert!(matches!(policy.caller(Some(b"[1]")), Caller::Unverified(_)));
+    let wrong_shape = json!({"realm_access": {"roles": {"admin": true}}}).to_string();
+    assert_eq!(
+        policy.caller(Some(wrong_shape.as_bytes())),
+        Caller::Verified(BTreeSet::new())
+    );
+}
+
+fn modern_headers(method: &str, name: Option<&str>) -> McpHeaders {
+    McpHeaders {
+        content_type: Some("application/json".into()),
+        accept: Some("application/json, text/event-stream".into()),
+        protocol_version: Some("2026-07-28".into()),
+        mcp_method: Some(method.into()),
+        mcp_name: name.map(Into::into),
+        ..McpHeaders::default()
+    }
+}
+
+fn legacy_headers() -> McpHeaders {
+    McpHeaders {
+        content_type: Some("application/json".into()),
+        accept: Some("application/json, text/event-stream".into()),
+        protocol_version: Some("2025-11-25".into()),
+        ..McpHeaders::default()
+    }
+}
+
+fn meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
+}
+
+fn respond(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller) -> (u16, Value, bool) {
+    let body = body.to_string();
+    let request = McpRequest {
+        headers,
+        body: body.as_bytes(),
+        caller,
+    };
+    match server.handle(request, &mut Observations::default()) {
+        Outcome::Respond(response) => (response.status, serde_json::from_slice(&response.body).unwrap(), false),
+        Outcome::Await(_) => (0, Value::Null, true),
+    }
+}
+
+fn guarded_server() -> Server {
+    Server::from_config_bytes(
+        format!(r#"{{{SERVICES}, "tools_list": {{"page_size": 1}}, "authorization": {RULES}}}"#).as_bytes(),
+    )
+    .unwrap()
+}
+
+fn listed(server: &Server, caller: &Caller) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let params = match &cursor {
+            None => json!({"_meta": meta()}),
+            Some(cursor) => json!({"_meta": meta(), "cursor": cursor}),
+        };
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params});
+        let (status, answer, _) = respond(server, &modern_headers("tools/list", None), &body, caller);
+        assert_eq!(status, 200, "{answer}");
+        assert_eq!(answer["result"]["cacheScope"], "private");
+        for tool in answer["result"]["tools"].as_array().unwrap() {
+            names.push(tool["name"].as_str().unwrap().to_owned());
+        }
+        match answer["result"]["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return names,
+        }
+    }
+}
+
+#[test]
+fn each_caller_lists_and_pages_through_only_what_it_may_call() {
+    let server = guarded_server();
+    let reader = Caller::Verified(grants(&["catalog:read"]));
+    let full = Caller::Verified(grants(&["catalog:read", "items:read"]));
+    assert_eq!(listed(&server, &reader), ["CatalogService_Search"]);
+    assert_eq!(
+        listed(&server, &full),
+        ["CatalogService_Search", "CatalogService_GetItem"]
+    );
+    assert!(listed(&server, &Caller::Verified(BTreeSet::new())).is_empty());
+    // The full caller's cursor is not valid in the reader's list.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}});
+    let (_, first, _) = respond(&server, &modern_headers("tools/list", None), &body, &full);
+    let cursor = first["result"]["nextCursor"].as_str().unwrap();
+    let body =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta(), "cursor": cursor}});
+    let (_, refused, _) = respond(&server, &modern_headers("tools/list", None), &body, &reader);
+    assert_eq!(refused["error"]["code"], -32602);
+    // The handshake era lists the same way.
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let (_, legacy, _) = respond(&server, &legacy_headers(), &body, &reader);
+    assert_eq!(legacy["result"]["tools"][0]["name"], "CatalogService_Search");
+    assert!(legacy["result"].get("cacheScope").is_none());
+}
+
+#[test]
+fn a_hidden_tool_answers_exactly_like_an_unknown_one_in_both_eras() {
+    let server = guarded_server();
+    let reader = Caller::Verified(grants(&["catalog:read"]));
+    let mut statuses = Vec::new();
+    for name in ["CatalogService_GetItem", "UserService_GetUser", "NoSuchTool"] {
+        let params = json!({"_meta": meta(), "name": name, "arguments": {}});
+        let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": params});
+        let (status, modern, started) = respond(&server, &modern_headers("tools/call", Some(name)), &body, &reader);
+        assert!(!started);
+        statuses.push(status);
+        let expected =
+            format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
+        assert_eq!(modern["error"], json!({"code": -32602, "message": expected}));
+        let body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": name}});
+        let (_, legacy, started) = respond(&server, &legacy_headers(), &body, &reader);
+        assert!(!started);
+        assert_eq!(legacy["error"], json!({"code": -32602, "message": expected}));
+    }
+    assert_eq!(statuses, [statuses[2]; 3]);
+    // What the caller may call is called.
+    let params = json!({"_meta": meta(), "name": "CatalogService_Search", "arguments": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": params});
+    let (_, _, started) = respond(
+        &server,
+        &modern_headers("tools/call", Some("CatalogService_Search")),
+        &body,
+        &reader,
+    );
+    assert!(started);
+}
+
+#[test]
+fn without_a_verified_token_nothing_is_served() {
+    let server = guarded_server();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}});
+    for caller in [
+        Caller::Unverified("nothing at dynamic metadata `envoy.filters.http.jwt_authn` key `jwt_payload`".into()),
+        Caller::Anyone,
+    ] {
+        let (status, answer, _) = respond(&server, &legacy_headers(), &body, &caller);
+        assert_eq!(status, 401);
+        let message = answer["error"]["message"].as_str().unwrap();
+        assert!(
+            message.starts_with(
+                "Unauthorized: this server authorizes each tool from a verified token, and none reached it ("
+            ),
+            "{message}"
+        );
+        assert!(
+            message.contains("(dynamic metadata `envoy.filters.http.jwt_authn` key `jwt_payload`)"),
+            "{message}"
+        );
+    }
+    // Without authorization, nobody needs a token.
+    let open = Server::from_config_bytes(format!("{{{SERVICES}}}").as_bytes()).unwrap();
+    assert_eq!(open.caller(None), Caller::Anyone);
+    let (status, _, _) = respond(&open, &legacy_headers(), &body, &Caller::Anyone);
+    assert_eq!(status, 200);
+}

@@ -1,0 +1,43 @@
+//! Any bytes where the verified token payload should be, read as dynamic metadata (protobuf)
+//! and as filter state (JSON text), then a tools/list and a tools/call as that caller.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use switchblade_core::http::McpHeaders;
+use switchblade_core::observe::Observations;
+use switchblade_core::server::{McpRequest, Server};
+
+thread_local! {
+    static SERVERS: [Server; 2] = {
+        let services = r#""services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"}},
+            "tools_list":{"page_size":1}"#;
+        let rules = r#""rules":{"demo.catalog.v1.CatalogService":["catalog:read"],"demo.users.v1.UserService/GetUser":["users:read","x"]}"#;
+        let metadata = format!(r#"{{{services},"authorization":{{{rules}}}}}"#);
+        let filter_state = format!(
+            r#"{{{services},"authorization":{{{rules},"claim":["a","roles"],"unlisted":"allow","token_payload":{{"filter_state":"k"}}}}}}"#
+        );
+        [metadata, filter_state].map(|config| Server::from_config_bytes(config.as_bytes()).expect("the fuzz configuration is valid"))
+    };
+}
+
+const BODIES: [&str; 2] = [
+    r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    r#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}"#,
+];
+
+fuzz_target!(|data: &[u8]| {
+    let headers = McpHeaders {
+        content_type: Some("application/json".into()),
+        protocol_version: Some("2025-11-25".into()),
+        ..McpHeaders::default()
+    };
+    SERVERS.with(|servers| {
+        for server in servers {
+            let caller = server.caller(Some(data));
+            for body in BODIES {
+                let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &caller };
+                let _ = server.handle(request, &mut Observations::default());
+            }
+        }
+    });
+});
