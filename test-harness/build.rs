@@ -1,5 +1,7 @@
 //! Generates the demo services' tonic code from `../proto` (embedded in the filter) and
-//! `proto/` (a "user" service the filter does not embed), compiled by protox (no protoc).
+//! `proto/` (a "user" service the filter does not embed), compiled by protox (no protoc), and
+//! writes their descriptor set (with imports and source info) for the upstream's gRPC server
+//! reflection.
 
 use std::path::Path;
 
@@ -15,7 +17,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "acme/inventory/v1/inventory.proto",
         "test/kitchensink/v1/kitchen_sink.proto",
     ];
-    let descriptors = protox::compile(files, &includes)?;
+    let mut compiler = protox::Compiler::new(includes)?;
+    compiler
+        .include_source_info(true)
+        .include_imports(true)
+        .open_files(files)?;
+    let out_dir = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    // Encoded by protox itself, which keeps custom options (decoding into prost_types would not).
+    std::fs::write(
+        out_dir.join("demo_descriptors.binpb"),
+        compiler.encode_file_descriptor_set(),
+    )?;
+    let descriptors = compiler.file_descriptor_set();
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)

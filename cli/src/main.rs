@@ -1,7 +1,10 @@
-//! `switchblade`: turns your `.proto` files into a Switchblade plugin configuration, with no
-//! `protoc` and no rebuild of the filter, and shows the tools the filter would serve.
+//! `switchblade`: turns your `.proto` files (or a descriptor set that buf or protoc built, or a
+//! live server's gRPC reflection) into a Switchblade plugin configuration, with no `protoc` and
+//! no rebuild of the filter, and shows the tools the filter would serve.
 
+mod descriptor_sets;
 mod manifests;
+mod reflection;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -10,7 +13,6 @@ use std::process::ExitCode;
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
 use prost::Message;
-use prost_types::FileDescriptorProto;
 use serde_json::{json, Map, Value};
 use switchblade_core::config::parse_selector;
 use switchblade_core::observe::tag_extraction_rules;
@@ -25,7 +27,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Compile .proto files and print the plugin configuration that exposes their services.
+    /// Print the plugin configuration that exposes services described by .proto files, a
+    /// descriptor set (--descriptor-set) or a server's gRPC reflection (--reflect).
     Config(ConfigArgs),
     /// Print the tools/list answer the filter would serve for a plugin configuration.
     Tools {
@@ -42,13 +45,28 @@ enum Command {
 }
 
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["protos", "descriptor_set", "reflect"]))]
 struct ConfigArgs {
     /// The .proto files that define the services (relative to an include directory).
-    #[arg(required = true)]
     protos: Vec<PathBuf>,
     /// Directories to find .proto files and their imports in.
-    #[arg(short = 'I', long = "include", default_value = ".")]
+    #[arg(short = 'I', long = "include", default_value = ".", conflicts_with_all = ["descriptor_set", "reflect"])]
     includes: Vec<PathBuf>,
+    /// Instead of .proto files: a binary FileDescriptorSet with its imports, as `buf build -o
+    /// set.binpb` or `protoc --include_imports --descriptor_set_out=set.pb` writes it (the
+    /// well-known google/protobuf imports it lacks are filled in).
+    #[arg(long = "descriptor-set", value_name = "FILE")]
+    descriptor_set: Option<PathBuf>,
+    /// Instead of .proto files: ask the gRPC server at HOST:PORT for the services' descriptors
+    /// (gRPC server reflection, v1 or v1alpha).
+    #[arg(long, value_name = "HOST:PORT")]
+    reflect: Option<String>,
+    /// Reach the --reflect server over TLS, trusting the system's root certificates.
+    #[arg(long = "reflect-tls", requires = "reflect", conflicts_with_all = ["protos", "descriptor_set"])]
+    reflect_tls: bool,
+    /// Reach the --reflect server over TLS, trusting this CA certificate (PEM) instead.
+    #[arg(long = "reflect-ca", value_name = "FILE", requires = "reflect", conflicts_with_all = ["protos", "descriptor_set"])]
+    reflect_ca: Option<PathBuf>,
     /// A service to expose and the Envoy cluster that serves it: `package.Service=cluster`.
     #[arg(long = "service", required = true, value_parser = parse_service)]
     services: Vec<(String, String)>,
@@ -103,7 +121,7 @@ fn main() -> ExitCode {
 }
 
 fn config(args: &ConfigArgs) -> Result<String, String> {
-    let descriptor_set = compile(&args.protos, &args.includes)?;
+    let descriptor_set = descriptors(args)?;
     let plugin = plugin_config(args, &descriptor_set)?;
     let text = serde_json::to_string_pretty(&plugin).map_err(|error| error.to_string())?;
     // The filter's own checks, so a configuration printed here is one Envoy will accept.
@@ -116,27 +134,30 @@ fn config(args: &ConfigArgs) -> Result<String, String> {
     })
 }
 
+/// The encoded descriptor set of the configuration, from whichever source the arguments name.
+fn descriptors(args: &ConfigArgs) -> Result<Vec<u8>, String> {
+    if let Some(path) = &args.descriptor_set {
+        return descriptor_sets::read(path);
+    }
+    if let Some(address) = &args.reflect {
+        let target = reflection::Target {
+            address: address.clone(),
+            tls: args.reflect_tls,
+            ca: args.reflect_ca.clone(),
+        };
+        let services: Vec<String> = args.services.iter().map(|(service, _)| service.clone()).collect();
+        return reflection::fetch(&target, &services).map(descriptor_sets::encode);
+    }
+    compile(&args.protos, &args.includes)
+}
+
 fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Vec<u8>, String> {
     let mut compiler = protox::Compiler::new(includes).map_err(|error| error.to_string())?;
     compiler.include_source_info(true).include_imports(true);
     compiler.open_files(protos).map_err(|error| error.to_string())?;
     let mut set = compiler.file_descriptor_set();
-    set.file.iter_mut().for_each(keep_only_comments);
+    set.file.iter_mut().for_each(descriptor_sets::keep_only_comments);
     Ok(set.encode_to_vec())
-}
-
-/// The filter reads one thing from source info: the comments, which become descriptions. The
-/// spans of every element, commented or not, are most of a set's size, and every Wasm VM
-/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
-fn keep_only_comments(file: &mut FileDescriptorProto) {
-    if let Some(info) = &mut file.source_code_info {
-        info.location
-            .retain(|location| location.leading_comments.is_some() || location.trailing_comments.is_some());
-        for location in &mut info.location {
-            location.span.clear();
-            location.leading_detached_comments.clear();
-        }
-    }
 }
 
 fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Value, String> {
@@ -291,13 +312,135 @@ mod tests {
     fn users_args(format: Format) -> ConfigArgs {
         ConfigArgs {
             protos: vec!["demo/users/v1/users.proto".into()],
-            includes: vec![PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto")],
+            includes: vec![proto_dir()],
+            descriptor_set: None,
+            reflect: None,
+            reflect_tls: false,
+            reflect_ca: None,
             services: vec![("demo.users.v1.UserService".into(), "users".into())],
             methods: vec!["demo.users.v1.UserService/GetUser".into()],
             forward_headers: vec!["authorization".into()],
             format,
             wasm: "x.wasm".into(),
         }
+    }
+
+    fn proto_dir() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../proto")
+    }
+
+    /// `bytes` in a file of this test run's own, for --descriptor-set.
+    fn temp_file(name: &str, bytes: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("switchblade-cli-{}-{name}", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// What protox writes for `files` (as `protoc --include_imports --include_source_info`
+    /// would: every span and comment), the files of `drop` left out.
+    fn protox_set(files: &[&str], drop: &[&str]) -> Vec<u8> {
+        let mut set = protox::compile(files, [proto_dir()]).unwrap();
+        set.file.retain(|file| !drop.contains(&file.name()));
+        set.encode_to_vec()
+    }
+
+    fn set_args(service: &str, path: PathBuf) -> ConfigArgs {
+        ConfigArgs {
+            protos: vec![],
+            includes: vec![],
+            descriptor_set: Some(path),
+            services: vec![(service.into(), "c".into())],
+            methods: vec![],
+            forward_headers: vec![],
+            ..users_args(Format::Json)
+        }
+    }
+
+    fn tool_list(config_json: &str) -> Vec<Value> {
+        let server = Server::from_config_bytes(config_json.as_bytes()).unwrap();
+        server.catalog().tools().map(|tool| tool.definition.clone()).collect()
+    }
+
+    #[test]
+    fn a_descriptor_set_serves_the_tools_its_protos_do() {
+        let catalog = "demo/catalog/v1/catalog.proto";
+        let path = temp_file("catalog.binpb", &protox_set(&[catalog], &[]));
+        let from_set = config(&set_args("demo.catalog.v1.CatalogService", path.clone())).unwrap();
+        let from_protos = config(&ConfigArgs {
+            protos: vec![catalog.into()],
+            includes: vec![proto_dir()],
+            descriptor_set: None,
+            ..set_args("demo.catalog.v1.CatalogService", path.clone())
+        })
+        .unwrap();
+        std::fs::remove_file(path).unwrap();
+        assert_eq!(tool_list(&from_set), tool_list(&from_protos));
+        assert!(!tool_list(&from_set).is_empty());
+        // The spans are gone, as from .proto files.
+        assert_eq!(from_set.len(), from_protos.len());
+    }
+
+    #[test]
+    fn a_descriptor_set_without_its_imports_names_what_it_lacks() {
+        let sink = "test/kitchensink/v1/kitchen_sink.proto";
+        let all = prost_types::FileDescriptorSet::decode(protox_set(&[sink], &[]).as_slice()).unwrap();
+        let others: Vec<&str> = all
+            .file
+            .iter()
+            .map(|file| file.name())
+            .filter(|name| *name != sink)
+            .collect();
+        let path = temp_file("sink.binpb", &protox_set(&[sink], &others));
+        let error = config(&set_args("test.kitchensink.v1.KitchenSinkService", path.clone())).unwrap_err();
+        std::fs::remove_file(path).unwrap();
+        assert!(
+            error.contains(
+                "the descriptor set lacks `google/api/field_behavior.proto`, imported by \
+                 `test/kitchensink/v1/kitchen_sink.proto`, and `test/kitchensink/v1/legacy.proto`, imported by \
+                 `test/kitchensink/v1/kitchen_sink.proto`; build it with --include_imports (protoc) or without \
+                 --exclude-imports (buf)"
+            ),
+            "{error}"
+        );
+        // The well-known imports alone are filled in.
+        let catalog = "demo/catalog/v1/catalog.proto";
+        let path = temp_file(
+            "bare-catalog.binpb",
+            &protox_set(&[catalog], &["google/protobuf/timestamp.proto"]),
+        );
+        let filled = config(&set_args("demo.catalog.v1.CatalogService", path.clone()));
+        std::fs::remove_file(path).unwrap();
+        assert!(!tool_list(&filled.unwrap()).is_empty());
+    }
+
+    #[test]
+    fn what_is_not_a_descriptor_set_is_refused() {
+        let source = std::fs::read(proto_dir().join("demo/users/v1/users.proto")).unwrap();
+        let path = temp_file("users.proto", &source);
+        let error = config(&set_args("demo.users.v1.UserService", path.clone())).unwrap_err();
+        std::fs::remove_file(path).unwrap();
+        assert!(
+            error.contains("users.proto: not a binary FileDescriptorSet ("),
+            "{error}"
+        );
+        assert!(error.contains("write one with `buf build -o set.binpb`"), "{error}");
+    }
+
+    #[test]
+    fn exactly_one_source_is_given() {
+        let parse = |extra: &[&str]| {
+            let args = [&["switchblade", "config", "--service", "a.B=c"], extra].concat();
+            Cli::try_parse_from(args).map(|_| ())
+        };
+        assert!(parse(&["a.proto", "-I", "x"]).is_ok());
+        assert!(parse(&["--descriptor-set", "s.pb"]).is_ok());
+        assert!(parse(&["--reflect", "h:1", "--reflect-tls", "--reflect-ca", "ca.pem"]).is_ok());
+        assert!(parse(&[]).is_err());
+        assert!(parse(&["a.proto", "--reflect", "h:1"]).is_err());
+        assert!(parse(&["--descriptor-set", "s.pb", "--reflect", "h:1"]).is_err());
+        assert!(parse(&["--descriptor-set", "s.pb", "-I", "x"]).is_err());
+        assert!(parse(&["a.proto", "--reflect-tls"]).is_err());
+        assert!(parse(&["--descriptor-set", "s.pb", "--reflect-ca", "ca.pem"]).is_err());
     }
 
     #[test]

@@ -8,6 +8,10 @@ pub mod kitchen_sink;
 pub mod users;
 
 pub mod proto {
+    /// The encoded `FileDescriptorSet` of every service above, with imports and comments: what
+    /// the demo upstream's gRPC server reflection serves.
+    pub const FILE_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/demo_descriptors.binpb"));
+
     pub mod catalog {
         tonic::include_proto!("demo.catalog.v1");
     }

@@ -101,16 +101,19 @@ class Backend(Protocol):
 class Upstream:
     """The demo gRPC upstream (tonic), with its call-count control API."""
 
-    def __init__(self, command_prefix: list[str] | None = None) -> None:
+    def __init__(self, command_prefix: list[str] | None = None, args: list[str] | None = None) -> None:
         self.grpc_port = free_port()
         self.control_port = free_port()
         # For example `taskset -c 0`, to keep the upstream off the benchmarked Envoy's CPU.
         self.command_prefix = command_prefix or []
+        # More flags, for example `--reflection off`.
+        self.args = args or []
         self.process: subprocess.Popen | None = None
 
     def start(self) -> "Upstream":
         self.process = subprocess.Popen(
-            [*self.command_prefix, str(UPSTREAM_BIN), "--grpc", f"127.0.0.1:{self.grpc_port}", "--control", f"127.0.0.1:{self.control_port}"],
+            [*self.command_prefix, str(UPSTREAM_BIN), "--grpc", f"127.0.0.1:{self.grpc_port}", "--control", f"127.0.0.1:{self.control_port}",
+             *self.args],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -1,8 +1,10 @@
-//! The demo gRPC upstream: `demo-upstream [--grpc ADDR] [--control ADDR]`.
+//! The demo gRPC upstream: `demo-upstream [--grpc ADDR] [--control ADDR] [--reflection WHICH]`.
 //!
 //! Serves the demo CatalogService and UserService, and acme.inventory.v1.InventoryService (a
-//! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051)
-//! and a control API over HTTP/1.1 on `--control` (default 127.0.0.1:50052):
+//! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
+//! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
+//! `v1` or `v1alpha` alone; or `off`), and a control API over HTTP/1.1 on `--control`
+//! (default 127.0.0.1:50052):
 //! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
 //! of each method's last call, `POST /delay?ms=N` delays every
 //! later answer by N milliseconds, `POST /reset` clears the counts and the delay.
@@ -23,17 +25,45 @@ use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogSer
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
+use switchblade_test_harness::proto::FILE_DESCRIPTOR_SET;
 use switchblade_test_harness::users::Users;
 
 struct Options {
     grpc: SocketAddr,
     control: SocketAddr,
+    reflection: Reflection,
 }
+
+/// Which versions of gRPC server reflection to serve.
+#[derive(Clone, Copy, PartialEq)]
+enum Reflection {
+    Both,
+    V1,
+    V1Alpha,
+    Off,
+}
+
+impl std::str::FromStr for Reflection {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "both" => Ok(Reflection::Both),
+            "v1" => Ok(Reflection::V1),
+            "v1alpha" => Ok(Reflection::V1Alpha),
+            "off" => Ok(Reflection::Off),
+            other => Err(format!("--reflection {other}: write both, v1, v1alpha or off")),
+        }
+    }
+}
+
+const USAGE: &str = "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off]";
 
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
         grpc: "127.0.0.1:50051".parse()?,
         control: "127.0.0.1:50052".parse()?,
+        reflection: Reflection::Both,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -41,9 +71,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
         match flag.as_str() {
             "--grpc" => options.grpc = value.parse()?,
             "--control" => options.control = value.parse()?,
-            other => {
-                return Err(format!("unknown flag {other}; usage: demo-upstream [--grpc ADDR] [--control ADDR]").into())
-            }
+            "--reflection" => options.reflection = value.parse()?,
+            other => return Err(format!("unknown flag {other}; {USAGE}").into()),
         }
     }
     Ok(options)
@@ -63,7 +92,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let control_server = axum::serve(control_listener, control_api(control.clone())).with_graceful_shutdown(shutdown());
+    // Reflection from the descriptor set the services were generated from.
+    let reflection =
+        || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+    let v1 = [Reflection::Both, Reflection::V1].contains(&options.reflection);
+    let v1alpha = [Reflection::Both, Reflection::V1Alpha].contains(&options.reflection);
     let grpc_server = tonic::transport::Server::builder()
+        .add_optional_service(v1.then(|| reflection().build_v1()).transpose()?)
+        .add_optional_service(v1alpha.then(|| reflection().build_v1alpha()).transpose()?)
         .add_service(CatalogServiceServer::new(Catalog {
             control: control.clone(),
         }))

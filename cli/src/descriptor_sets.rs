@@ -1,0 +1,214 @@
+//! Descriptor sets from elsewhere than `.proto` sources: a `FileDescriptorSet` file (what
+//! `buf build` and `protoc --descriptor_set_out` write), or the files a server's reflection
+//! gives. Either must be closed under imports before the filter can load it.
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+
+use prost::Message;
+use prost_types::{FileDescriptorProto, FileDescriptorSet};
+use protox::file::{FileResolver, GoogleFileResolver};
+
+/// How to write a set that holds its imports, for the errors that find one that does not.
+const WITH_IMPORTS: &str = "build it with --include_imports (protoc) or without --exclude-imports (buf)";
+
+/// A `--descriptor-set` file, closed under imports (the well-known `google/protobuf/*.proto`
+/// files it lacks are filled in from built-in copies), in import order, with only the comments
+/// of its source info: the `descriptor_set` of a plugin configuration.
+pub fn read(path: &Path) -> Result<Vec<u8>, String> {
+    let bytes = std::fs::read(path).map_err(|error| format!("--descriptor-set {}: {error}", path.display()))?;
+    let set = decode(&bytes).map_err(|why| {
+        format!(
+            "--descriptor-set {}: not a binary FileDescriptorSet ({why}); write one with `buf build -o set.binpb` \
+             or `protoc --include_imports --descriptor_set_out=set.pb`",
+            path.display()
+        )
+    })?;
+    let mut files = set.file;
+    loop {
+        let missing = missing_imports(&files);
+        if missing.is_empty() {
+            break;
+        }
+        let (known, unknown): (Vec<_>, Vec<_>) = missing.into_iter().partition(|(name, _)| well_known(name).is_some());
+        if !unknown.is_empty() {
+            let lacks: Vec<String> = unknown
+                .iter()
+                .map(|(name, importer)| format!("`{name}`, imported by `{importer}`"))
+                .collect();
+            return Err(format!(
+                "--descriptor-set {}: the descriptor set lacks {}; {WITH_IMPORTS}",
+                path.display(),
+                lacks.join(", and ")
+            ));
+        }
+        files.extend(known.iter().filter_map(|(name, _)| well_known(name)));
+    }
+    Ok(encode(files))
+}
+
+/// The set in `bytes`, or why it is not one. Protobuf's wire format is not self-describing,
+/// so this also checks what any real set has: files, each with a name.
+fn decode(bytes: &[u8]) -> Result<FileDescriptorSet, String> {
+    if bytes.is_empty() {
+        return Err("the file is empty".into());
+    }
+    let text_hint = || {
+        if std::str::from_utf8(bytes).is_ok() {
+            "; it is text: a descriptor set is binary, and .proto files go without --descriptor-set"
+        } else {
+            ""
+        }
+    };
+    let set = FileDescriptorSet::decode(bytes).map_err(|error| format!("{error}{}", text_hint()))?;
+    if set.file.is_empty() {
+        return Err(format!("it holds no files{}", text_hint()));
+    }
+    if set.file.iter().any(|file| file.name().is_empty()) {
+        return Err(format!("it holds a file without a name{}", text_hint()));
+    }
+    Ok(set)
+}
+
+/// Each import that no file of `files` provides, once, with the first file that imports it.
+pub fn missing_imports(files: &[FileDescriptorProto]) -> Vec<(String, String)> {
+    let present: HashSet<&str> = files.iter().map(FileDescriptorProto::name).collect();
+    let mut missing: Vec<(String, String)> = Vec::new();
+    for file in files {
+        for import in &file.dependency {
+            if !present.contains(import.as_str()) && !missing.iter().any(|(name, _)| name == import) {
+                missing.push((import.clone(), file.name().to_owned()));
+            }
+        }
+    }
+    missing
+}
+
+/// A well-known `google/protobuf/*.proto` file from protox's built-in copies (the ones the
+/// `.proto` route compiles against, without comments).
+pub fn well_known(name: &str) -> Option<FileDescriptorProto> {
+    if !name.starts_with("google/protobuf/") {
+        return None;
+    }
+    GoogleFileResolver::new()
+        .open_file(name)
+        .ok()
+        .map(|file| file.file_descriptor_proto().clone())
+}
+
+/// The encoded set of `files` (closed under imports): each file once, after the files it
+/// imports (as protoc writes a set), with only the comments of its source info.
+pub fn encode(files: Vec<FileDescriptorProto>) -> Vec<u8> {
+    let mut set = FileDescriptorSet {
+        file: in_import_order(files),
+    };
+    set.file.iter_mut().for_each(keep_only_comments);
+    set.encode_to_vec()
+}
+
+/// Each file once (the first of a name), every file after its imports, otherwise in the
+/// order given: a set already in order stays as it is.
+fn in_import_order(files: Vec<FileDescriptorProto>) -> Vec<FileDescriptorProto> {
+    let mut names = Vec::new();
+    let mut by_name = HashMap::new();
+    for file in files {
+        if !by_name.contains_key(file.name()) {
+            names.push(file.name().to_owned());
+            by_name.insert(file.name().to_owned(), file);
+        }
+    }
+    let mut ordered = Vec::with_capacity(names.len());
+    for name in &names {
+        place(name, &mut by_name, &mut ordered);
+    }
+    ordered
+}
+
+fn place(name: &str, unplaced: &mut HashMap<String, FileDescriptorProto>, ordered: &mut Vec<FileDescriptorProto>) {
+    // Removed before its imports are placed, so an import cycle (which protobuf forbids, and
+    // the filter refuses) cannot recurse for ever.
+    let Some(file) = unplaced.remove(name) else {
+        return;
+    };
+    for import in &file.dependency {
+        place(import, unplaced, ordered);
+    }
+    ordered.push(file);
+}
+
+/// The filter reads one thing from source info: the comments, which become descriptions. The
+/// spans of every element, commented or not, are most of a set's size, and every Wasm VM
+/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
+pub fn keep_only_comments(file: &mut FileDescriptorProto) {
+    if let Some(info) = &mut file.source_code_info {
+        info.location
+            .retain(|location| location.leading_comments.is_some() || location.trailing_comments.is_some());
+        for location in &mut info.location {
+            location.span.clear();
+            location.leading_detached_comments.clear();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, imports: &[&str]) -> FileDescriptorProto {
+        FileDescriptorProto {
+            name: Some(name.into()),
+            dependency: imports.iter().map(|import| (*import).to_owned()).collect(),
+            ..Default::default()
+        }
+    }
+
+    fn names(files: &[FileDescriptorProto]) -> Vec<&str> {
+        files.iter().map(FileDescriptorProto::name).collect()
+    }
+
+    #[test]
+    fn files_come_after_their_imports_each_once() {
+        let files = vec![
+            file("a.proto", &["b.proto", "c.proto"]),
+            file("c.proto", &[]),
+            file("b.proto", &["c.proto"]),
+            file("a.proto", &[]),
+        ];
+        assert_eq!(names(&in_import_order(files)), ["c.proto", "b.proto", "a.proto"]);
+        let ordered = vec![file("c.proto", &[]), file("b.proto", &["c.proto"])];
+        assert_eq!(names(&in_import_order(ordered)), ["c.proto", "b.proto"]);
+        // A cycle ends.
+        let cycle = vec![file("x.proto", &["y.proto"]), file("y.proto", &["x.proto"])];
+        assert_eq!(names(&in_import_order(cycle)), ["y.proto", "x.proto"]);
+    }
+
+    #[test]
+    fn missing_imports_are_named_with_an_importer() {
+        let files = vec![
+            file("a.proto", &["b.proto", "google/protobuf/empty.proto"]),
+            file("b.proto", &["google/protobuf/empty.proto"]),
+        ];
+        assert_eq!(
+            missing_imports(&files),
+            [("google/protobuf/empty.proto".to_owned(), "a.proto".to_owned())]
+        );
+        assert!(well_known("google/protobuf/empty.proto").is_some());
+        assert!(well_known("google/protobuf/nope.proto").is_none());
+        assert!(well_known("google/api/field_behavior.proto").is_none());
+    }
+
+    #[test]
+    fn what_is_not_a_set_is_refused() {
+        assert_eq!(decode(b"").unwrap_err(), "the file is empty");
+        let text = decode(b"syntax = \"proto3\";\npackage a;\n").unwrap_err();
+        assert!(
+            text.ends_with("; it is text: a descriptor set is binary, and .proto files go without --descriptor-set"),
+            "{text}"
+        );
+        // A lone FileDescriptorProto: its name (field 1) is no file.
+        let lone = file("a.proto", &[]).encode_to_vec();
+        assert!(decode(&lone).is_err());
+        // An unknown field alone.
+        assert!(decode(&[0x10, 0x01]).unwrap_err().starts_with("it holds no files"));
+    }
+}
