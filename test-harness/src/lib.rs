@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod control;
 pub mod inventory;
 pub mod kitchen_sink;
+pub mod reflection;
 pub mod users;
 
 pub mod proto {

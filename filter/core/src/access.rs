@@ -138,12 +138,13 @@ fn check_source(source: &TokenPayloadSource) -> Result<(), ConfigError> {
 
 fn check_rules(authorization: &Authorization, config: &PluginConfig, catalog: &Catalog) -> Result<(), ConfigError> {
     for (name, values) in &authorization.rules {
-        let known = match parse_selector(name) {
-            Some((service, method)) => catalog
-                .tools()
-                .any(|tool| tool.service_name() == service && tool.method_name() == method),
-            None => config.services.iter().any(|(service, _)| service == name),
-        };
+        let known = catalog.is_pending(name)
+            || match parse_selector(name) {
+                Some((service, method)) => catalog
+                    .tools()
+                    .any(|tool| tool.service_name() == service && tool.method_name() == method),
+                None => config.services.iter().any(|(service, _)| service == name),
+            };
         if !known {
             let services: Vec<&str> = config.services.iter().map(|(service, _)| service).collect();
             return Err(ConfigError(format!(

@@ -57,12 +57,17 @@ impl Tool {
 pub struct Catalog {
     tools: Vec<Arc<Tool>>,
     by_name: HashMap<String, usize>,
+    /// Services read through reflection whose descriptors have not come yet.
+    pending: Vec<String>,
     /// Reads tool arguments into request messages (the descriptor pool's required fields).
     gate: Gate,
 }
 
 impl Catalog {
-    pub fn build(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
+    /// The catalog of the configuration's services in `pool`. Services read through reflection
+    /// are pending until `reflected` (their descriptors are then in `pool`); overrides and rules
+    /// that name them are checked once they are known.
+    pub fn build(config: &PluginConfig, pool: &DescriptorPool, reflected: bool) -> Result<Self, ConfigError> {
         let docs = Docs::from_pool(pool);
         let mut catalog = Catalog {
             gate: Gate::build(pool),
@@ -70,9 +75,18 @@ impl Catalog {
         };
         let mut exposed = HashSet::new();
         for (service_name, service_config) in config.services.iter() {
+            if service_config.from_reflection && !reflected {
+                catalog.pending.push(service_name.to_owned());
+                continue;
+            }
             let service = pool.get_service_by_name(service_name).ok_or_else(|| {
+                let source = if service_config.from_reflection {
+                    format!("the reflection of cluster {}", service_config.cluster)
+                } else {
+                    "the descriptor set".to_owned()
+                };
                 ConfigError(format!(
-                    "at `services.{service_name}`: service {service_name} is not in the descriptor set; known services: {}",
+                    "at `services.{service_name}`: service {service_name} is not in {source}; known services: {}",
                     known_services(pool)
                 ))
             })?;
@@ -84,8 +98,20 @@ impl Catalog {
                 exposed.insert(selector);
             }
         }
-        check_overrides(&config.tools, &exposed)?;
+        check_overrides(&config.tools, &exposed, &catalog.pending)?;
         Ok(catalog)
+    }
+
+    /// Services read through reflection whose tools are not known yet.
+    pub fn pending_services(&self) -> &[String] {
+        &self.pending
+    }
+
+    /// Whether `selector` (`package.Service/Method`) belongs to a pending service, and so
+    /// cannot be checked yet.
+    pub fn is_pending(&self, selector: &str) -> bool {
+        let service = selector.split_once('/').map_or(selector, |(service, _)| service);
+        self.pending.iter().any(|pending| pending == service)
     }
 
     fn insert(&mut self, tool: Tool, selector: &str) -> Result<(), ConfigError> {
@@ -193,14 +219,18 @@ fn streaming_kind(method: &MethodDescriptor) -> Option<&'static str> {
 }
 
 /// Every override must name a tool that exists, or it silently does nothing.
-fn check_overrides(tools: &BTreeMap<String, ToolOverride>, exposed: &HashSet<String>) -> Result<(), ConfigError> {
+fn check_overrides(
+    tools: &BTreeMap<String, ToolOverride>,
+    exposed: &HashSet<String>,
+    pending: &[String],
+) -> Result<(), ConfigError> {
     for selector in tools.keys() {
-        if parse_selector(selector).is_none() {
+        let Some((service, _)) = parse_selector(selector) else {
             return Err(ConfigError(format!(
                 "at `tools.{selector}`: {selector:?} is not a method selector; write package.Service/Method"
             )));
-        }
-        if !exposed.contains(selector) {
+        };
+        if !exposed.contains(selector) && !pending.iter().any(|known| known == service) {
             return Err(ConfigError(format!(
                 "at `tools.{selector}`: {selector} is not an exposed method; expose it under `services` or remove the override"
             )));

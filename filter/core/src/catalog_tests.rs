@@ -3,7 +3,7 @@ use crate::descriptors::embedded_pool;
 
 fn build(json: &str) -> Result<Catalog, String> {
     let config = PluginConfig::parse(json.as_bytes()).map_err(|e| e.0)?;
-    Catalog::build(&config, &embedded_pool().unwrap()).map_err(|e| e.0)
+    Catalog::build(&config, &embedded_pool().unwrap(), false).map_err(|e| e.0)
 }
 
 fn names(catalog: &Catalog) -> Vec<&str> {

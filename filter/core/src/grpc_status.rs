@@ -32,6 +32,7 @@ pub const OK: u32 = 0;
 pub const INVALID_ARGUMENT: u32 = 3;
 pub const DEADLINE_EXCEEDED: u32 = 4;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
+pub const UNIMPLEMENTED: u32 = 12;
 pub const INTERNAL: u32 = 13;
 pub const UNAVAILABLE: u32 = 14;
 

@@ -19,6 +19,7 @@ pub mod docs;
 pub mod http;
 pub mod observe;
 pub mod proto_json;
+pub mod reflection;
 pub mod server;
 pub mod upstream;
 

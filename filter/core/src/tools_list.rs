@@ -217,7 +217,7 @@ mod tests {
             br#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"}}}"#,
         )
         .unwrap();
-        let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();
+        let catalog = Catalog::build(&config, &embedded_pool().unwrap(), false).unwrap();
         ToolsListPages::public(&catalog, &style(page_size))
     }
 
@@ -294,7 +294,7 @@ mod tests {
             br#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"}}}"#,
         )
         .unwrap();
-        let catalog = Catalog::build(&config, &embedded_pool().unwrap()).unwrap();
+        let catalog = Catalog::build(&config, &embedded_pool().unwrap(), false).unwrap();
         let lists = PrivateLists::new(style(1));
         let catalog_only = lists.pages(&catalog, vec![true, true, false]);
         let users_only = lists.pages(&catalog, vec![false, false, true]);

@@ -206,15 +206,32 @@ pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
 /// for an upstream it could not reach, or one that outlived the timeout). No headers at all
 /// means the exchange broke before a response.
 pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[HeaderPair<'a>]) -> CallEnd<'a> {
+    match answer(headers, body, trailers) {
+        Err(end) => end,
+        Ok(reply) if reply.status != 0 => CallEnd::Replied(GrpcReply { body: &[], ..reply }),
+        Ok(reply) => match unframe(body) {
+            Ok(message) => CallEnd::Replied(GrpcReply { body: message, ..reply }),
+            Err(problem) => CallEnd::Malformed { problem },
+        },
+    }
+}
+
+/// The gRPC status, message and details of an HTTP response, with its body as it came (gRPC
+/// frames); or how the exchange ended without a gRPC status.
+pub(crate) fn answer<'a>(
+    headers: &[HeaderPair<'a>],
+    body: &'a [u8],
+    trailers: &[HeaderPair<'a>],
+) -> Result<GrpcReply<'a>, CallEnd<'a>> {
     if headers.is_empty() {
-        return CallEnd::Reset;
+        return Err(CallEnd::Reset);
     }
     let value = |name: &str| {
         let find = |pairs: &[HeaderPair<'a>]| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| *value);
         find(trailers).or_else(|| find(headers))
     };
     let Some(status) = value("grpc-status") else {
-        return match value(":status").and_then(parse_u32) {
+        return Err(match value(":status").and_then(parse_u32) {
             Some(200) | None => CallEnd::Malformed {
                 problem: "the upstream's answer has no grpc-status",
             },
@@ -222,32 +239,44 @@ pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[Head
             // when it came in, as a routed call was not).
             Some(504) if body.starts_with(ENVOY_TIMEOUT_MESSAGE) => CallEnd::DeadlinePassed,
             Some(http) => CallEnd::HttpError { status: http, body },
-        };
+        });
     };
     let Some(status) = parse_u32(status) else {
-        return CallEnd::Malformed {
+        return Err(CallEnd::Malformed {
             problem: "the upstream's grpc-status is not a number",
-        };
+        });
     };
     let message = value("grpc-message");
     if status == UNAVAILABLE && message == Some(ENVOY_TIMEOUT_MESSAGE) {
-        return CallEnd::DeadlinePassed;
+        return Err(CallEnd::DeadlinePassed);
     }
-    let reply = |body| {
-        CallEnd::Replied(GrpcReply {
-            status,
-            message,
-            body,
-            details: value("grpc-status-details-bin"),
-        })
-    };
-    if status != 0 {
-        return reply(&[]);
+    Ok(GrpcReply {
+        status,
+        message,
+        body,
+        details: value("grpc-status-details-bin"),
+    })
+}
+
+/// Every message of a streamed response body, in order; an empty body has none.
+pub(crate) fn unframe_all(mut body: &[u8]) -> Result<Vec<&[u8]>, &'static str> {
+    let mut messages = Vec::new();
+    while !body.is_empty() {
+        let Some((prefix, rest)) = body.split_first_chunk::<FRAME_PREFIX>() else {
+            return Err("the answer ends inside a gRPC frame");
+        };
+        let [compressed, length @ ..] = *prefix;
+        if compressed != 0 {
+            return Err("the answer is compressed, and no compression was offered");
+        }
+        let length = usize::try_from(u32::from_be_bytes(length)).unwrap_or(usize::MAX);
+        let Some((message, after)) = rest.split_at_checked(length) else {
+            return Err("the answer ends inside a gRPC frame");
+        };
+        messages.push(message);
+        body = after;
     }
-    match unframe(body) {
-        Ok(message) => reply(message),
-        Err(problem) => CallEnd::Malformed { problem },
-    }
+    Ok(messages)
 }
 
 /// The one message of a unary response.

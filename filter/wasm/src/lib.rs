@@ -15,6 +15,7 @@
 
 mod stats;
 
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -26,6 +27,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{Observations, LOG_NAMESPACE};
+use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd};
 
@@ -34,17 +36,103 @@ use crate::stats::Stats;
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, stats: Rc::default() })
+        Box::new(Root { server: None, stats: Rc::default(), discovery: None, reflection_calls: HashMap::new() })
     });
 }}
+
+/// How often the root context looks whether a reflection refresh is due.
+const TICK: Duration = Duration::from_millis(500);
 
 /// One per VM and configuration: holds the server every request shares.
 struct Root {
     server: Option<Rc<Server>>,
     stats: Rc<Stats>,
+    /// Reads the services with `from_reflection`, if there are any.
+    discovery: Option<Discovery>,
+    /// Host token → reflection call id.
+    reflection_calls: HashMap<u32, u64>,
 }
 
-impl Context for Root {}
+impl Context for Root {
+    fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
+        let (Some(id), Some(discovery)) = (self.reflection_calls.remove(&token), self.discovery.as_mut()) else {
+            return;
+        };
+        let headers = map_bytes(MapType::HttpCallResponseHeaders, headers);
+        let trailers = map_bytes(MapType::HttpCallResponseTrailers, trailers);
+        let body = buffer(BufferType::HttpCallResponseBody, body_size);
+        let (headers, trailers) = (header_pairs(&headers), header_pairs(&trailers));
+        let answer = ReflectionAnswer::Http {
+            headers: &headers,
+            body: &body,
+            trailers: &trailers,
+        };
+        let step = discovery.file(id, answer, now());
+        self.follow(step);
+    }
+}
+
+impl Root {
+    /// Starts a reflection refresh if one is due.
+    fn refresh_if_due(&mut self) {
+        let calls = match self.discovery.as_mut() {
+            Some(discovery) if discovery.is_due(now()) => discovery.start(now()),
+            _ => return,
+        };
+        self.dispatch(calls);
+    }
+
+    fn dispatch(&mut self, calls: Vec<ReflectionCall>) {
+        for call in calls {
+            let dispatched = hostcalls::dispatch_http_call(
+                call.cluster(),
+                call.http_headers(),
+                Some(call.http_body()),
+                Vec::new(),
+                call.timeout(),
+            );
+            match dispatched {
+                Ok(token) => {
+                    self.reflection_calls.insert(token, call.id);
+                }
+                Err(status) => {
+                    let reason = format!("cannot call cluster {:?}: {status:?}", call.cluster());
+                    let Some(discovery) = self.discovery.as_mut() else {
+                        return;
+                    };
+                    let step = discovery.file(call.id, ReflectionAnswer::Failed(&reason), now());
+                    self.follow(step);
+                }
+            }
+        }
+    }
+
+    /// Does what filing a reflection answer asked for: more calls, or the end of the refresh.
+    fn follow(&mut self, step: Step) {
+        match step {
+            Step::Wait => {}
+            Step::Call(calls) => self.dispatch(calls),
+            Step::Done(refreshed) => {
+                self.stats.add(&refreshed.sample());
+                let before = self.server.as_ref().map_or(0, |server| server.catalog().tool_count());
+                match refreshed {
+                    Refreshed::Changed(server) => {
+                        info!(
+                            "gRPC server reflection: serving {} tools (before: {before})",
+                            server.catalog().tool_count()
+                        );
+                        // Requests already in flight keep the server they started with.
+                        self.server = Some(Rc::from(server));
+                    }
+                    Refreshed::Unchanged => {}
+                    Refreshed::Failed(why) => {
+                        warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
+                    }
+                }
+            }
+        }
+    }
+}
 
 impl RootContext for Root {
     fn on_configure(&mut self, _configuration_size: usize) -> bool {
@@ -56,8 +144,8 @@ impl RootContext for Root {
             }
         };
         let started = hostcalls::get_current_time().ok();
-        match Server::from_config_bytes(&bytes) {
-            Ok(server) => {
+        match Server::configure(&bytes) {
+            Ok((server, discovery)) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
                     .and_then(|(start, end)| end.duration_since(start).ok())
@@ -69,9 +157,21 @@ impl RootContext for Root {
                     server.catalog().tool_count(),
                     server.mcp_path()
                 );
+                let pending = server.catalog().pending_services().join(", ");
                 self.server = Some(Rc::new(server));
                 self.stats = Rc::new(Stats::define());
                 self.stats.record_memory();
+                self.discovery = discovery;
+                self.reflection_calls.clear();
+                if self.discovery.is_some() {
+                    info!(
+                        "reading {pending} through gRPC server reflection; their tools are not known until it answers"
+                    );
+                    if let Err(status) = hostcalls::set_tick_period(TICK) {
+                        warn!("cannot set the tick period, so reflection is read once: {status:?}");
+                    }
+                    self.refresh_if_due();
+                }
                 true
             }
             Err(problem) => {
@@ -79,6 +179,10 @@ impl RootContext for Root {
                 false
             }
         }
+    }
+
+    fn on_tick(&mut self) {
+        self.refresh_if_due();
     }
 
     fn create_http_context(&self, _context_id: u32) -> Option<Box<dyn HttpContext>> {

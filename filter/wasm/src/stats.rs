@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
-use switchblade_core::observe::{MetricKind, Observations, STAT_PREFIX};
+use switchblade_core::observe::{MetricKind, Observations, Sample, STAT_PREFIX};
 
 /// One VM's stats. Envoy gives a new id each time a name is defined, so ids are kept by name.
 #[derive(Default)]
@@ -41,33 +41,38 @@ impl Stats {
 
     /// Adds what one request told to the stats.
     pub(crate) fn publish(&self, observed: &Observations) {
-        let mut ids = self.ids.borrow_mut();
         for sample in observed.samples() {
-            let kind = sample.metric.kind();
-            let name = sample.tagged_name();
-            let id = match ids.get(&name) {
-                Some(id) => *id,
-                None => {
-                    let metric_type = match kind {
-                        MetricKind::Counter => MetricType::Counter,
-                        MetricKind::Histogram => MetricType::Histogram,
-                    };
-                    match hostcalls::define_metric(metric_type, &name) {
-                        Ok(id) => *ids.entry(name).or_insert(id),
-                        Err(status) => {
-                            warn!("cannot define the stat {name}: {status:?}");
-                            continue;
-                        }
+            self.add(&sample);
+        }
+    }
+
+    /// Adds one sample, defining its stat on first use.
+    pub(crate) fn add(&self, sample: &Sample<'_>) {
+        let mut ids = self.ids.borrow_mut();
+        let kind = sample.metric.kind();
+        let name = sample.tagged_name();
+        let id = match ids.get(&name) {
+            Some(id) => *id,
+            None => {
+                let metric_type = match kind {
+                    MetricKind::Counter => MetricType::Counter,
+                    MetricKind::Histogram => MetricType::Histogram,
+                };
+                match hostcalls::define_metric(metric_type, &name) {
+                    Ok(id) => *ids.entry(name).or_insert(id),
+                    Err(status) => {
+                        warn!("cannot define the stat {name}: {status:?}");
+                        return;
                     }
                 }
-            };
-            let recorded = match kind {
-                MetricKind::Counter => hostcalls::increment_metric(id, i64::try_from(sample.value).unwrap_or(i64::MAX)),
-                MetricKind::Histogram => hostcalls::record_metric(id, sample.value),
-            };
-            if let Err(status) = recorded {
-                warn!("cannot record the stat {id}: {status:?}");
             }
+        };
+        let recorded = match kind {
+            MetricKind::Counter => hostcalls::increment_metric(id, i64::try_from(sample.value).unwrap_or(i64::MAX)),
+            MetricKind::Histogram => hostcalls::record_metric(id, sample.value),
+        };
+        if let Err(status) = recorded {
+            warn!("cannot record the stat {id}: {status:?}");
         }
     }
 }

@@ -1,9 +1,12 @@
-//! The demo gRPC upstream: `demo-upstream [--grpc ADDR] [--control ADDR] [--reflection WHICH]`.
+//! The demo gRPC upstream:
+//! `demo-upstream [--grpc ADDR] [--control ADDR] [--reflection WHICH] [--api WHICH]`.
 //!
 //! Serves the demo CatalogService and UserService, and acme.inventory.v1.InventoryService (a
 //! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
 //! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
-//! `v1` or `v1alpha` alone; or `off`), and a control API over HTTP/1.1 on `--control`
+//! `v1` or `v1alpha` alone; `off`; or `garbage`, answers that are not reflection's), describing
+//! the API `--api` names (`full`, the default; `small` or `big`, see
+//! `switchblade_test_harness::reflection`), and a control API over HTTP/1.1 on `--control`
 //! (default 127.0.0.1:50052):
 //! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
 //! of each method's last call, `POST /delay?ms=N` delays every
@@ -25,13 +28,14 @@ use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogSer
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
-use switchblade_test_harness::proto::FILE_DESCRIPTOR_SET;
+use switchblade_test_harness::reflection::{descriptor_set, Api, GarbageReflection};
 use switchblade_test_harness::users::Users;
 
 struct Options {
     grpc: SocketAddr,
     control: SocketAddr,
     reflection: Reflection,
+    api: Api,
 }
 
 /// Which versions of gRPC server reflection to serve.
@@ -41,6 +45,8 @@ enum Reflection {
     V1,
     V1Alpha,
     Off,
+    /// Both versions, answering garbage.
+    Garbage,
 }
 
 impl std::str::FromStr for Reflection {
@@ -52,18 +58,21 @@ impl std::str::FromStr for Reflection {
             "v1" => Ok(Reflection::V1),
             "v1alpha" => Ok(Reflection::V1Alpha),
             "off" => Ok(Reflection::Off),
-            other => Err(format!("--reflection {other}: write both, v1, v1alpha or off")),
+            "garbage" => Ok(Reflection::Garbage),
+            other => Err(format!("--reflection {other}: write both, v1, v1alpha, off or garbage")),
         }
     }
 }
 
-const USAGE: &str = "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off]";
+const USAGE: &str =
+    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage] [--api full|small|big]";
 
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
         grpc: "127.0.0.1:50051".parse()?,
         control: "127.0.0.1:50052".parse()?,
         reflection: Reflection::Both,
+        api: Api::Full,
     };
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
@@ -72,6 +81,7 @@ fn options() -> Result<Options, Box<dyn Error>> {
             "--grpc" => options.grpc = value.parse()?,
             "--control" => options.control = value.parse()?,
             "--reflection" => options.reflection = value.parse()?,
+            "--api" => options.api = value.parse()?,
             other => return Err(format!("unknown flag {other}; {USAGE}").into()),
         }
     }
@@ -92,14 +102,18 @@ async fn main() -> Result<(), Box<dyn Error>> {
     );
 
     let control_server = axum::serve(control_listener, control_api(control.clone())).with_graceful_shutdown(shutdown());
-    // Reflection from the descriptor set the services were generated from.
-    let reflection =
-        || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET);
+    // Reflection from the descriptor set the services were generated from (or the API the
+    // tests ask for); it lives as long as the process.
+    let described: &'static [u8] = Box::leak(descriptor_set(options.api)?.into_boxed_slice());
+    let reflection = || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(described);
     let v1 = [Reflection::Both, Reflection::V1].contains(&options.reflection);
     let v1alpha = [Reflection::Both, Reflection::V1Alpha].contains(&options.reflection);
+    let garbage = options.reflection == Reflection::Garbage;
     let grpc_server = tonic::transport::Server::builder()
         .add_optional_service(v1.then(|| reflection().build_v1()).transpose()?)
         .add_optional_service(v1alpha.then(|| reflection().build_v1alpha()).transpose()?)
+        .add_optional_service(garbage.then_some(GarbageReflection::<false>))
+        .add_optional_service(garbage.then_some(GarbageReflection::<true>))
         .add_service(CatalogServiceServer::new(Catalog {
             control: control.clone(),
         }))

@@ -17,7 +17,7 @@ fn config(authorization: &str) -> PluginConfig {
 
 fn policy(authorization: &str) -> Result<AccessPolicy, ConfigError> {
     let config = config(authorization);
-    let catalog = Catalog::build(&config, &embedded_pool().unwrap())?;
+    let catalog = Catalog::build(&config, &embedded_pool().unwrap(), false)?;
     Ok(AccessPolicy::build(&config, &catalog)?.unwrap())
 }
 

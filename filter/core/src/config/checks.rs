@@ -1,7 +1,9 @@
 //! The checks a configuration must pass before a catalog is built from it: each names the key
 //! at fault and what to write instead.
 
-use super::{ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE};
+use super::{
+    ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MIN_REFLECTION_INTERVAL_MS,
+};
 
 /// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
 /// MCP routing headers, which describe the MCP request and not the gRPC one.
@@ -75,6 +77,16 @@ impl PluginConfig {
                     "at `allowed_hosts[{index}]`: {host:?} is not a lowercase host[:port], like \"mcp.example.com\" or \"127.0.0.1:10000\""
                 )));
             }
+        }
+        let reflection = &self.reflection;
+        if reflection.interval_ms < MIN_REFLECTION_INTERVAL_MS {
+            return Err(ConfigError(format!(
+                "at `reflection.interval_ms`: {} is below {MIN_REFLECTION_INTERVAL_MS}; reading reflection that often would load the upstream for nothing",
+                reflection.interval_ms
+            )));
+        }
+        if reflection.timeout_ms == 0 {
+            return Err(ConfigError("at `reflection.timeout_ms`: must be greater than 0".into()));
         }
         if let Some(header) = &self.routing.cluster_header {
             check_metadata_key(header)

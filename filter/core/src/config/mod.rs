@@ -15,6 +15,9 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 pub const MAX_PAGE_SIZE: usize = 1000;
 pub const DEFAULT_LIST_TTL_MS: u64 = 300_000;
+pub const DEFAULT_REFLECTION_INTERVAL_MS: u64 = 30_000;
+/// Reading reflection more often than this would load the upstream for nothing.
+pub const MIN_REFLECTION_INTERVAL_MS: u64 = 1_000;
 
 /// The whole plugin configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
@@ -62,6 +65,39 @@ pub struct PluginConfig {
     /// call every tool.
     #[serde(default)]
     pub authorization: Option<Authorization>,
+    /// How services with `from_reflection` are read.
+    #[serde(default)]
+    pub reflection: ReflectionConfig,
+}
+
+/// How often, and how patiently, services with `from_reflection` are read again.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+pub struct ReflectionConfig {
+    /// Time between reads of a service's reflection; an API changed upstream shows in
+    /// `tools/list` within it.
+    pub interval_ms: u64,
+    /// Deadline of each reflection call.
+    pub timeout_ms: u64,
+}
+
+impl Default for ReflectionConfig {
+    fn default() -> Self {
+        ReflectionConfig {
+            interval_ms: DEFAULT_REFLECTION_INTERVAL_MS,
+            timeout_ms: DEFAULT_TIMEOUT_MS,
+        }
+    }
+}
+
+impl PluginConfig {
+    /// The services read through gRPC server reflection, with their clusters.
+    pub fn reflected_services(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.services
+            .iter()
+            .filter(|(_, service)| service.from_reflection)
+            .map(|(name, service)| (name, service.cluster.as_str()))
+    }
 }
 
 /// How tool calls reach the upstream. The Wasm filter always calls out (proxy-wasm cannot
@@ -155,6 +191,11 @@ pub struct ServiceConfig {
     /// gRPC metadata sent with every call to this service.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// Read the service's descriptors from its own gRPC server reflection, through its
+    /// cluster, when the filter is configured and then every `reflection.interval_ms`, instead
+    /// of from the configuration's descriptor set.
+    #[serde(default)]
+    pub from_reflection: bool,
 }
 
 /// What a tool shows of itself, instead of what the descriptors say.

@@ -20,6 +20,9 @@ pub enum Metric {
     Requests,
     /// POSTs refused before any JSON-RPC message was handled, by reason.
     HttpRefusals,
+    /// Refreshes of the services read through gRPC server reflection, by outcome (`changed`,
+    /// `unchanged`, `failed`).
+    ReflectionRefreshes,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,11 +32,12 @@ pub enum MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 4] = [
+    pub const ALL: [Metric; 5] = [
         Metric::ToolCalls,
         Metric::ToolUpstreamMs,
         Metric::Requests,
         Metric::HttpRefusals,
+        Metric::ReflectionRefreshes,
     ];
 
     pub fn name(self) -> &'static str {
@@ -42,6 +46,7 @@ impl Metric {
             Metric::ToolUpstreamMs => "tool_upstream_ms",
             Metric::Requests => "requests",
             Metric::HttpRefusals => "http_refusals",
+            Metric::ReflectionRefreshes => "reflection_refreshes",
         }
     }
 
@@ -58,6 +63,7 @@ impl Metric {
             Metric::ToolUpstreamMs => &["tool"],
             Metric::Requests => &["method", "protocol_version"],
             Metric::HttpRefusals => &["reason"],
+            Metric::ReflectionRefreshes => &["outcome"],
         }
     }
 }

@@ -30,6 +30,7 @@ use crate::http::{admit, route, CallerPolicy, HeaderPair, HttpResponse, McpHeade
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::{Observations, Refusal};
 use crate::proto_json::gate::ArgumentError;
+use crate::reflection::Discovery;
 use crate::status_details::StatusDetails;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
@@ -109,13 +110,28 @@ impl Server {
     /// Builds the server from the plugin configuration bytes, with the configuration's own
     /// descriptor set or the embedded one.
     pub fn from_config_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
-        let config = PluginConfig::parse(bytes)?;
-        let pool = configured_pool(config.descriptor_set.as_deref())?;
-        Self::new(&config, &pool)
+        Self::configure(bytes).map(|(server, _)| server)
     }
 
+    /// The server of the plugin configuration bytes, and the discovery that reads its
+    /// reflected services (if it has any; they are pending until it has read them).
+    pub fn configure(bytes: &[u8]) -> Result<(Self, Option<Discovery>), ConfigError> {
+        let config = PluginConfig::parse(bytes)?;
+        let pool = configured_pool(config.descriptor_set.as_deref())?;
+        let server = Self::new(&config, &pool)?;
+        Ok((server, Discovery::new(&config, &pool)))
+    }
+
+    /// The server of a configuration whose services are in `pool`; services read through
+    /// reflection are pending (see [`crate::reflection::Discovery`]).
     pub fn new(config: &PluginConfig, pool: &DescriptorPool) -> Result<Self, ConfigError> {
-        let catalog = Catalog::build(config, pool)?;
+        Self::build(config, pool, false)
+    }
+
+    /// The server of a configuration, with the services read through reflection found in
+    /// `pool` (`reflected`) or pending.
+    pub fn build(config: &PluginConfig, pool: &DescriptorPool, reflected: bool) -> Result<Self, ConfigError> {
+        let catalog = Catalog::build(config, pool, reflected)?;
         let identity = &config.server;
         let mut server_info = Map::new();
         server_info.insert("name".into(), json!(identity.name.as_deref().unwrap_or("switchblade")));
@@ -128,14 +144,19 @@ impl Server {
         }
         let server_info = Value::Object(server_info);
         let list = &config.tools_list;
+        // Clients must not keep a list longer than reflection may take to change it.
+        let ttl_ms = match config.reflected_services().next() {
+            Some(_) => list.ttl_ms.min(config.reflection.interval_ms),
+            None => list.ttl_ms,
+        };
         let style = ListStyle {
             page_size: list.page_size,
-            ttl_ms: list.ttl_ms,
+            ttl_ms,
             server_info: server_info.clone(),
         };
         let access = AccessPolicy::build(config, &catalog)?;
         let tools_list = ToolsListPages::public(&catalog, &style);
-        let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), list.ttl_ms);
+        let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), ttl_ms);
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,

@@ -40,8 +40,15 @@ impl Server {
             .get(name)
             .filter(|tool| context.caller.may_call(self.access.as_ref(), &tool.name));
         let Some(tool) = tool else {
-            let message =
-                format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers");
+            let pending = self.catalog.pending_services();
+            let message = if pending.is_empty() {
+                format!("Invalid params: unknown tool {name:?}; call tools/list for the tools this server offers")
+            } else {
+                format!(
+                    "Invalid params: unknown tool {name:?}; the tools of {} are not known yet (their descriptors are being read through gRPC server reflection); call tools/list again shortly",
+                    pending.join(", ")
+                )
+            };
             return Err(RpcError::new(id, INVALID_PARAMS, message));
         };
         let empty = Value::Object(Map::new());

@@ -1,0 +1,605 @@
+//! Live discovery: the descriptors of services with `from_reflection`, read from their own gRPC
+//! server reflection through their clusters, when the filter is configured and then every
+//! `reflection.interval_ms`, and a new [`Server`] when the API changed.
+//!
+//! Host-free like the rest of the core: [`Discovery::start`] says which calls to make (one per
+//! cluster and round, every question framed in one request body, since the reflection stream
+//! answers each question in order); the host makes them and hands each answer to
+//! [`Discovery::file`], which asks for the next round (imports not yet read) or says how the
+//! refresh ended. A refresh that fails, or whose answer does not build, keeps the last good
+//! server: the host swaps servers only on [`Refreshed::Changed`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::time::Duration;
+
+use prost::Message;
+use prost_reflect::DescriptorPool;
+use prost_types::FileDescriptorProto;
+
+use crate::config::PluginConfig;
+use crate::descriptors::embedded_pool;
+use crate::grpc_status::{status_name, UNIMPLEMENTED};
+use crate::http::HeaderPair;
+use crate::observe::{Metric, Sample};
+use crate::server::Server;
+use crate::upstream::{answer, grpc_frame, grpc_timeout, unframe_all, CallEnd};
+
+/// Rounds of imports one refresh may follow (a file, its imports, theirs, …).
+const MAX_ROUNDS: usize = 16;
+/// How soon a refresh is tried again after a failure, at most (the interval, if shorter).
+const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// Imports that may be taken from the filter's own copies when a server's reflection lacks them.
+const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
+
+/// The reflection service, in its two published versions (the same messages).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Version {
+    V1,
+    V1Alpha,
+}
+
+impl Version {
+    fn path(self) -> &'static str {
+        match self {
+            Version::V1 => "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            Version::V1Alpha => "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        }
+    }
+}
+
+/// `grpc.reflection.v1.ServerReflectionRequest`, the questions asked here.
+#[derive(Clone, PartialEq, Message)]
+struct ReflectionRequest {
+    #[prost(string, tag = "1")]
+    host: String,
+    #[prost(oneof = "Question", tags = "3, 4")]
+    question: Option<Question>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Question {
+    #[prost(string, tag = "3")]
+    FileByFilename(String),
+    #[prost(string, tag = "4")]
+    FileContainingSymbol(String),
+}
+
+/// `grpc.reflection.v1.ServerReflectionResponse`, the answers read here (others are skipped).
+#[derive(Clone, PartialEq, Message)]
+struct ReflectionResponse {
+    #[prost(oneof = "Answer", tags = "4, 7")]
+    answer: Option<Answer>,
+}
+
+#[derive(Clone, PartialEq, prost::Oneof)]
+enum Answer {
+    #[prost(message, tag = "4")]
+    Files(FileDescriptorResponse),
+    #[prost(message, tag = "7")]
+    Error(ErrorResponse),
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct FileDescriptorResponse {
+    #[prost(bytes = "vec", repeated, tag = "1")]
+    file_descriptor_proto: Vec<Vec<u8>>,
+}
+
+#[derive(Clone, PartialEq, Message)]
+struct ErrorResponse {
+    #[prost(int32, tag = "1")]
+    error_code: i32,
+    #[prost(string, tag = "2")]
+    error_message: String,
+}
+
+/// One cluster and the services read from it.
+#[derive(Debug)]
+struct Target {
+    cluster: String,
+    services: Vec<String>,
+    /// The version the cluster answered last (v1 first; v1alpha once v1 is unimplemented).
+    version: Version,
+}
+
+/// One reflection call for the host to make.
+#[derive(Debug, Clone)]
+pub struct ReflectionCall {
+    /// Hand it back to [`Discovery::file`] with the answer.
+    pub id: u64,
+    cluster: String,
+    path: &'static str,
+    grpc_timeout: String,
+    timeout: Duration,
+    body: Vec<u8>,
+}
+
+impl ReflectionCall {
+    pub fn cluster(&self) -> &str {
+        &self.cluster
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    pub fn http_headers(&self) -> Vec<(&str, &str)> {
+        vec![
+            (":method", "POST"),
+            (":path", self.path),
+            (":authority", self.cluster.as_str()),
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", self.grpc_timeout.as_str()),
+        ]
+    }
+
+    /// Every question, each in its own gRPC frame.
+    pub fn http_body(&self) -> &[u8] {
+        &self.body
+    }
+}
+
+/// How one call ended, as the host saw it.
+#[derive(Debug, Clone, Copy)]
+pub enum ReflectionAnswer<'a> {
+    Http {
+        headers: &'a [HeaderPair<'a>],
+        body: &'a [u8],
+        trailers: &'a [HeaderPair<'a>],
+    },
+    /// The host could not make the call, or it broke.
+    Failed(&'a str),
+}
+
+/// How a refresh ended.
+#[derive(Debug)]
+pub enum Refreshed {
+    /// The services' API differs from the last good one: serve this server from now on.
+    Changed(Box<Server>),
+    /// The same descriptors as the last good refresh.
+    Unchanged,
+    /// Nothing usable came; the last good server stays. Says why.
+    Failed(String),
+}
+
+impl Refreshed {
+    /// One count of this outcome, for the host's stats.
+    pub fn sample(&self) -> Sample<'static> {
+        Sample {
+            metric: Metric::ReflectionRefreshes,
+            labels: vec![self.label()],
+            value: 1,
+        }
+    }
+
+    /// The `outcome` label of the refresh counter.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Refreshed::Changed(_) => "changed",
+            Refreshed::Unchanged => "unchanged",
+            Refreshed::Failed(_) => "failed",
+        }
+    }
+}
+
+/// What the host does after filing an answer.
+#[derive(Debug)]
+pub enum Step {
+    /// Make these calls (the next round), then wait for them.
+    Call(Vec<ReflectionCall>),
+    /// Other calls of this round are still out.
+    Wait,
+    Done(Refreshed),
+}
+
+/// One refresh in progress.
+#[derive(Debug, Default)]
+struct Round {
+    /// Call id → the target asked and the questions.
+    out: HashMap<u64, (usize, Vec<Question>)>,
+    /// Files read so far by name, with the target that gave them.
+    files: BTreeMap<String, (FileDescriptorProto, usize)>,
+    /// File names asked for, so that none is asked twice.
+    asked: HashSet<String>,
+    problems: Vec<String>,
+    rounds: usize,
+}
+
+/// The live discovery of one configuration's reflected services.
+#[derive(Debug)]
+pub struct Discovery {
+    config: PluginConfig,
+    /// The configuration's own descriptors (its set, or the embedded one): services that are not
+    /// reflected, and the well-known files a server may leave out.
+    configured: DescriptorPool,
+    /// The embedded set, for well-known files neither the server nor the configuration has.
+    embedded: Option<DescriptorPool>,
+    targets: Vec<Target>,
+    timeout: Duration,
+    interval: Duration,
+    round: Option<Round>,
+    next_id: u64,
+    /// Digest of the last good refresh's files; `None` until one succeeds.
+    last_good: Option<u64>,
+    /// When (on the host's clock) the next refresh is due.
+    due_at: Duration,
+}
+
+impl Discovery {
+    /// The discovery a configuration needs: `None` when no service is reflected.
+    pub fn new(config: &PluginConfig, configured: &DescriptorPool) -> Option<Self> {
+        let mut targets: Vec<Target> = Vec::new();
+        for (service, cluster) in config.reflected_services() {
+            match targets.iter_mut().find(|target| target.cluster == cluster) {
+                Some(target) => target.services.push(service.to_owned()),
+                None => targets.push(Target {
+                    cluster: cluster.to_owned(),
+                    services: vec![service.to_owned()],
+                    version: Version::V1,
+                }),
+            }
+        }
+        (!targets.is_empty()).then(|| Discovery {
+            config: config.clone(),
+            configured: configured.clone(),
+            embedded: embedded_pool().ok(),
+            targets,
+            timeout: Duration::from_millis(config.reflection.timeout_ms),
+            interval: Duration::from_millis(config.reflection.interval_ms),
+            round: None,
+            next_id: 1,
+            last_good: None,
+            due_at: Duration::ZERO,
+        })
+    }
+
+    /// Whether a refresh should start at `now`: it is due and none is running.
+    pub fn is_due(&self, now: Duration) -> bool {
+        self.round.is_none() && now >= self.due_at
+    }
+
+    /// Starts a refresh: the first round's calls, one per cluster. Nothing if one is running.
+    pub fn start(&mut self, now: Duration) -> Vec<ReflectionCall> {
+        if self.round.is_some() {
+            return Vec::new();
+        }
+        self.due_at = now + self.interval;
+        let mut round = Round::default();
+        let asks: Vec<(usize, Vec<Question>)> = self
+            .targets
+            .iter()
+            .enumerate()
+            .map(|(index, target)| {
+                let questions = target
+                    .services
+                    .iter()
+                    .map(|service| Question::FileContainingSymbol(service.clone()))
+                    .collect();
+                (index, questions)
+            })
+            .collect();
+        let calls = asks
+            .into_iter()
+            .map(|(target, questions)| self.call(&mut round, target, questions))
+            .collect();
+        self.round = Some(round);
+        calls
+    }
+
+    fn call(&mut self, round: &mut Round, target: usize, questions: Vec<Question>) -> ReflectionCall {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut body = Vec::new();
+        for question in &questions {
+            let request = ReflectionRequest {
+                host: String::new(),
+                question: Some(question.clone()),
+            };
+            body.extend(grpc_frame(&request.encode_to_vec()));
+        }
+        let (cluster, version) = self.targets.get(target).map_or((String::new(), Version::V1), |target| {
+            (target.cluster.clone(), target.version)
+        });
+        round.out.insert(id, (target, questions));
+        ReflectionCall {
+            id,
+            cluster,
+            path: version.path(),
+            grpc_timeout: grpc_timeout(self.timeout),
+            timeout: self.timeout,
+            body,
+        }
+    }
+
+    /// Files how call `id` ended, at `now` on the host's clock.
+    pub fn file(&mut self, id: u64, answer: ReflectionAnswer<'_>, now: Duration) -> Step {
+        let Some(mut round) = self.round.take() else {
+            return Step::Wait;
+        };
+        let Some((target, questions)) = round.out.remove(&id) else {
+            self.round = Some(round);
+            return Step::Wait;
+        };
+        let mut calls = Vec::new();
+        match self.read(answer, target, &mut round) {
+            Ok(()) => {}
+            Err(Retry::V1Alpha) => calls.push(self.call(&mut round, target, questions)),
+            Err(Retry::No(problem)) => {
+                let cluster = self.targets.get(target).map_or("", |target| target.cluster.as_str());
+                round.problems.push(format!("cluster {cluster}: {problem}"));
+            }
+        }
+        if round.out.is_empty() && calls.is_empty() && round.problems.is_empty() {
+            calls = self.next_round(&mut round);
+        }
+        if !calls.is_empty() {
+            self.round = Some(round);
+            return Step::Call(calls);
+        }
+        if !round.out.is_empty() {
+            self.round = Some(round);
+            return Step::Wait;
+        }
+        let refreshed = self.finish(round);
+        if let Refreshed::Failed(_) = refreshed {
+            let retry = if self.last_good.is_none() {
+                RETRY_AFTER.min(self.interval)
+            } else {
+                self.interval
+            };
+            self.due_at = now + retry;
+        }
+        Step::Done(refreshed)
+    }
+
+    /// Reads one call's answer into the round.
+    fn read(&mut self, answer: ReflectionAnswer<'_>, target: usize, round: &mut Round) -> Result<(), Retry> {
+        let (headers, body, trailers) = match answer {
+            ReflectionAnswer::Failed(reason) => return Err(Retry::No(format!("the reflection call failed: {reason}"))),
+            ReflectionAnswer::Http {
+                headers,
+                body,
+                trailers,
+            } => (headers, body, trailers),
+        };
+        let reply = answer_of(headers, body, trailers)?;
+        if reply.0 == UNIMPLEMENTED {
+            let Some(target) = self.targets.get_mut(target) else {
+                return Err(Retry::No("no such target".into()));
+            };
+            if target.version == Version::V1 {
+                target.version = Version::V1Alpha;
+                return Err(Retry::V1Alpha);
+            }
+            // Ask v1 first again next time: the server may have been upgraded.
+            target.version = Version::V1;
+            return Err(Retry::No(
+                "the server does not offer gRPC server reflection (neither grpc.reflection.v1 nor v1alpha)".into(),
+            ));
+        }
+        if reply.0 != 0 {
+            return Err(Retry::No(format!(
+                "reflection answered {}: {}",
+                status_name(reply.0),
+                reply.1
+            )));
+        }
+        let frames =
+            unframe_all(body).map_err(|problem| Retry::No(format!("a garbled reflection answer: {problem}")))?;
+        for frame in frames {
+            let response = ReflectionResponse::decode(frame)
+                .map_err(|error| Retry::No(format!("a garbled reflection answer: {error}")))?;
+            match response.answer {
+                Some(Answer::Files(files)) => {
+                    for bytes in files.file_descriptor_proto {
+                        let file = FileDescriptorProto::decode(bytes.as_slice())
+                            .map_err(|error| Retry::No(format!("a garbled file descriptor: {error}")))?;
+                        let name = file.name().to_owned();
+                        if name.is_empty() {
+                            return Err(Retry::No("a file descriptor without a name".into()));
+                        }
+                        round.asked.insert(name.clone());
+                        round.files.entry(name).or_insert((file, target));
+                    }
+                }
+                Some(Answer::Error(error)) => {
+                    return Err(Retry::No(format!(
+                        "reflection answered {}: {}",
+                        status_name(u32::try_from(error.error_code).unwrap_or(2)),
+                        error.error_message
+                    )))
+                }
+                None => return Err(Retry::No("a reflection answer with neither files nor an error".into())),
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls for the imports no file read so far provides, to the cluster whose file needs them.
+    fn next_round(&mut self, round: &mut Round) -> Vec<ReflectionCall> {
+        let mut wanted: BTreeMap<usize, Vec<Question>> = BTreeMap::new();
+        let mut missing_anywhere = Vec::new();
+        for (name, (file, target)) in &round.files {
+            for import in &file.dependency {
+                if round.files.contains_key(import) || self.well_known(import).is_some() {
+                    continue;
+                }
+                if round.asked.contains(import) {
+                    missing_anywhere.push(format!("`{import}`, imported by `{name}`"));
+                    continue;
+                }
+                let questions = wanted.entry(*target).or_default();
+                if !questions.contains(&Question::FileByFilename(import.clone())) {
+                    questions.push(Question::FileByFilename(import.clone()));
+                }
+            }
+        }
+        if !missing_anywhere.is_empty() {
+            round
+                .problems
+                .push(format!("the reflection does not have {}", missing_anywhere.join(", ")));
+            return Vec::new();
+        }
+        if wanted.is_empty() {
+            return Vec::new();
+        }
+        round.rounds += 1;
+        if round.rounds > MAX_ROUNDS {
+            round
+                .problems
+                .push(format!("imports nest deeper than {MAX_ROUNDS} files"));
+            return Vec::new();
+        }
+        for questions in wanted.values() {
+            for question in questions {
+                if let Question::FileByFilename(name) = question {
+                    round.asked.insert(name.clone());
+                }
+            }
+        }
+        wanted
+            .into_iter()
+            .map(|(target, questions)| self.call(round, target, questions))
+            .collect()
+    }
+
+    /// A well-known file the filter has its own copy of.
+    fn well_known(&self, name: &str) -> Option<()> {
+        let local = |pool: &DescriptorPool| pool.get_file_by_name(name).map(|_| ());
+        name.starts_with(WELL_KNOWN_PREFIX)
+            .then(|| local(&self.configured).or_else(|| self.embedded.as_ref().and_then(local)))
+            .flatten()
+    }
+
+    fn finish(&mut self, round: Round) -> Refreshed {
+        if !round.problems.is_empty() {
+            return Refreshed::Failed(round.problems.join("; "));
+        }
+        let files: Vec<FileDescriptorProto> = round.files.into_values().map(|(file, _)| file).collect();
+        let digest = digest(&files);
+        if self.last_good == Some(digest) {
+            return Refreshed::Unchanged;
+        }
+        let well_known = self
+            .embedded
+            .iter()
+            .flat_map(|pool| pool.files())
+            .filter(|file| file.name().starts_with(WELL_KNOWN_PREFIX));
+        let local: Vec<FileDescriptorProto> = self
+            .configured
+            .files()
+            .chain(well_known)
+            .map(|file| file.file_descriptor_proto().clone())
+            .collect();
+        let server = merged_pool(files, local)
+            .and_then(|pool| Server::build(&self.config, &pool, true).map_err(|error| error.0));
+        match server {
+            Ok(server) => {
+                self.last_good = Some(digest);
+                Refreshed::Changed(Box::new(server))
+            }
+            Err(problem) => Refreshed::Failed(format!("the reflected descriptors do not make a catalog: {problem}")),
+        }
+    }
+}
+
+/// Why a call's answer is not read.
+enum Retry {
+    /// v1 is not there: ask v1alpha.
+    V1Alpha,
+    No(String),
+}
+
+/// The gRPC status and its message, or why there is none.
+fn answer_of<'a>(
+    headers: &[HeaderPair<'a>],
+    body: &'a [u8],
+    trailers: &[HeaderPair<'a>],
+) -> Result<(u32, String), Retry> {
+    match answer(headers, body, trailers) {
+        Ok(reply) => {
+            let message = reply
+                .message
+                .map(|message| crate::grpc_status::readable_message(&String::from_utf8_lossy(message)))
+                .unwrap_or_default();
+            Ok((reply.status, message))
+        }
+        Err(CallEnd::DeadlinePassed) => Err(Retry::No("the reflection call timed out".into())),
+        Err(CallEnd::Reset) => Err(Retry::No("the connection failed before an answer".into())),
+        Err(CallEnd::HttpError { status, .. }) => Err(Retry::No(format!(
+            "HTTP {status} without a gRPC status: not a gRPC server, or no such cluster"
+        ))),
+        Err(CallEnd::Malformed { problem }) => Err(Retry::No(format!("a garbled reflection answer: {problem}"))),
+        Err(CallEnd::NotStarted { reason }) => Err(Retry::No(format!("the reflection call did not start: {reason}"))),
+        Err(CallEnd::TooLarge { size }) => Err(Retry::No(format!("a reflection answer of {size} bytes"))),
+        Err(CallEnd::Replied(_)) => Err(Retry::No("an unexpected answer".into())),
+    }
+}
+
+/// FNV-1a over the files (in name order), to tell a changed API from the same one.
+fn digest(files: &[FileDescriptorProto]) -> u64 {
+    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+    const PRIME: u64 = 0x0100_0000_01b3;
+    files
+        .iter()
+        .map(Message::encode_to_vec)
+        .flat_map(|bytes| bytes.into_iter().chain([0]))
+        .fold(OFFSET, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
+}
+
+/// The reflected files and the local ones reflection did not replace (the configuration's own,
+/// and well-known files the server left out), every file after its imports.
+fn merged_pool(reflected: Vec<FileDescriptorProto>, local: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
+    let mut by_name: BTreeMap<String, FileDescriptorProto> = reflected
+        .into_iter()
+        .map(|file| (file.name().to_owned(), file))
+        .collect();
+    for file in local {
+        by_name.entry(file.name().to_owned()).or_insert(file);
+    }
+    let mut ordered = Vec::with_capacity(by_name.len());
+    let mut placed = HashSet::new();
+    let names: Vec<String> = by_name.keys().cloned().collect();
+    for name in names {
+        place(&name, &mut by_name, &mut placed, &mut ordered, 0)?;
+    }
+    let mut pool = DescriptorPool::new();
+    pool.add_file_descriptor_protos(ordered)
+        .map_err(|error| error.to_string())?;
+    Ok(pool)
+}
+
+/// Puts `name`'s imports, then `name`, into `ordered` (depth-first; a cycle is refused).
+fn place(
+    name: &str,
+    by_name: &mut BTreeMap<String, FileDescriptorProto>,
+    placed: &mut HashSet<String>,
+    ordered: &mut Vec<FileDescriptorProto>,
+    depth: usize,
+) -> Result<(), String> {
+    if placed.contains(name) {
+        return Ok(());
+    }
+    if depth > 100 {
+        return Err(format!("the imports of `{name}` form a cycle"));
+    }
+    let Some(file) = by_name.remove(name) else {
+        return Err(format!("`{name}` is imported and nowhere to be found"));
+    };
+    for import in &file.dependency {
+        if !placed.contains(import) && by_name.contains_key(import) {
+            place(import, by_name, placed, ordered, depth + 1)?;
+        } else if !placed.contains(import) {
+            return Err(format!(
+                "`{import}`, imported by `{name}`, is nowhere to be found (or its imports form a cycle)"
+            ));
+        }
+    }
+    placed.insert(name.to_owned());
+    ordered.push(file);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

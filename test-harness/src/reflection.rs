@@ -1,0 +1,119 @@
+//! What the demo upstream's gRPC server reflection shows, for the tests of live discovery: the
+//! services as built (`full`), an older, smaller API (`small`: InventoryService with GetStock
+//! only), or the full one plus a service of 1,000 methods (`big`); and a reflection service
+//! that answers garbage.
+
+use std::convert::Infallible;
+use std::future::{ready, Ready};
+use std::task::{Context, Poll};
+
+use prost::Message;
+use prost_types::{
+    DescriptorProto, FileDescriptorProto, FileDescriptorSet, MethodDescriptorProto, ServiceDescriptorProto,
+};
+use tonic::body::Body;
+use tonic::codegen::http;
+use tonic::server::NamedService;
+
+use crate::proto::FILE_DESCRIPTOR_SET;
+
+/// The API reflection describes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Api {
+    Full,
+    Small,
+    Big,
+}
+
+impl std::str::FromStr for Api {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        match value {
+            "full" => Ok(Api::Full),
+            "small" => Ok(Api::Small),
+            "big" => Ok(Api::Big),
+            other => Err(format!("--api {other}: write full, small or big")),
+        }
+    }
+}
+
+/// The service the big API adds, and how many methods it has.
+pub const BIG_SERVICE: &str = "big.v1.Big";
+pub const BIG_METHODS: usize = 1000;
+
+/// The encoded `FileDescriptorSet` reflection serves for `api`.
+pub fn descriptor_set(api: Api) -> Result<Vec<u8>, prost::DecodeError> {
+    let mut set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET)?;
+    match api {
+        Api::Full => {}
+        Api::Small => {
+            for service in set.file.iter_mut().flat_map(|file| file.service.iter_mut()) {
+                if service.name() == "InventoryService" {
+                    service.method.retain(|method| method.name() == "GetStock");
+                }
+            }
+        }
+        Api::Big => set.file.push(big_file()),
+    }
+    Ok(set.encode_to_vec())
+}
+
+/// `big/v1/big.proto`: service Big with methods Method0 … Method999, each taking and returning
+/// an empty message (the upstream does not implement them: a call answers UNIMPLEMENTED).
+fn big_file() -> FileDescriptorProto {
+    let method = |index: usize| MethodDescriptorProto {
+        name: Some(format!("Method{index}")),
+        input_type: Some(".big.v1.Nothing".into()),
+        output_type: Some(".big.v1.Nothing".into()),
+        ..MethodDescriptorProto::default()
+    };
+    FileDescriptorProto {
+        name: Some("big/v1/big.proto".into()),
+        package: Some("big.v1".into()),
+        message_type: vec![DescriptorProto {
+            name: Some("Nothing".into()),
+            ..DescriptorProto::default()
+        }],
+        service: vec![ServiceDescriptorProto {
+            name: Some("Big".into()),
+            method: (0..BIG_METHODS).map(method).collect(),
+            ..ServiceDescriptorProto::default()
+        }],
+        syntax: Some("proto3".into()),
+        ..FileDescriptorProto::default()
+    }
+}
+
+/// A reflection service (v1 and v1alpha) that answers every stream with a frame that is not a
+/// `ServerReflectionResponse`, and status OK.
+#[derive(Clone, Copy)]
+pub struct GarbageReflection<const ALPHA: bool>;
+
+impl NamedService for GarbageReflection<false> {
+    const NAME: &'static str = "grpc.reflection.v1.ServerReflection";
+}
+
+impl NamedService for GarbageReflection<true> {
+    const NAME: &'static str = "grpc.reflection.v1alpha.ServerReflection";
+}
+
+impl<const ALPHA: bool> tower_service::Service<http::Request<Body>> for GarbageReflection<ALPHA> {
+    type Response = http::Response<Body>;
+    type Error = Infallible;
+    type Future = Ready<Result<Self::Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Request<Body>) -> Self::Future {
+        // A gRPC frame of 4 bytes that decode as no protobuf message (a field with wire type 7).
+        let garbage: &'static [u8] = &[0, 0, 0, 0, 4, 0x0f, 0xff, 0xff, 0xff];
+        let response = http::Response::builder()
+            .header("content-type", "application/grpc")
+            .header("grpc-status", "0")
+            .body(Body::new(http_body_util::Full::new(bytes::Bytes::from_static(garbage))));
+        ready(Ok(response.unwrap_or_default()))
+    }
+}
