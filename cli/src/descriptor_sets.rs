@@ -8,6 +8,36 @@ use std::path::Path;
 use prost::Message;
 use prost_types::{FileDescriptorProto, FileDescriptorSet};
 use protox::file::{FileResolver, GoogleFileResolver};
+use switchblade_core::descriptors::{encode_set, keep_only_comments, set_files};
+
+/// One file of a set: decoded, for its name and imports, and as it was encoded, for the rest.
+/// Decoding drops custom options (`google.api.field_behavior`, `buf.validate`), which the
+/// filter reads; the encoded bytes keep them.
+#[derive(Debug)]
+pub struct File {
+    pub proto: FileDescriptorProto,
+    pub bytes: Vec<u8>,
+}
+
+impl File {
+    /// A file as encoded; `None` if it does not decode.
+    pub fn decode(bytes: Vec<u8>) -> Result<File, prost::DecodeError> {
+        let proto = FileDescriptorProto::decode(bytes.as_slice())?;
+        Ok(File { proto, bytes })
+    }
+
+    pub fn name(&self) -> &str {
+        self.proto.name()
+    }
+}
+
+/// The files of an encoded set, each with its bytes.
+pub fn files_of_set(set: &[u8]) -> Result<Vec<File>, String> {
+    set_files(set)?
+        .into_iter()
+        .map(|bytes| File::decode(bytes.to_vec()).map_err(|error| error.to_string()))
+        .collect()
+}
 
 /// How to write a set that holds its imports, for the errors that find one that does not.
 const WITH_IMPORTS: &str = "build it with --include_imports (protoc) or without --exclude-imports (buf)";
@@ -17,14 +47,15 @@ const WITH_IMPORTS: &str = "build it with --include_imports (protoc) or without 
 /// of its source info: the `descriptor_set` of a plugin configuration.
 pub fn read(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|error| format!("--descriptor-set {}: {error}", path.display()))?;
-    let set = decode(&bytes).map_err(|why| {
+    let not_a_set = |why: String| {
         format!(
             "--descriptor-set {}: not a binary FileDescriptorSet ({why}); write one with `buf build -o set.binpb` \
              or `protoc --include_imports --descriptor_set_out=set.pb`",
             path.display()
         )
-    })?;
-    let mut files = set.file;
+    };
+    decode(&bytes).map_err(not_a_set)?;
+    let mut files = files_of_set(&bytes).map_err(not_a_set)?;
     loop {
         let missing = missing_imports(&files);
         if missing.is_empty() {
@@ -44,7 +75,7 @@ pub fn read(path: &Path) -> Result<Vec<u8>, String> {
         }
         files.extend(known.iter().filter_map(|(name, _)| well_known(name)));
     }
-    Ok(encode(files))
+    encode(files)
 }
 
 /// The set in `bytes`, or why it is not one. Protobuf's wire format is not self-describing,
@@ -71,11 +102,11 @@ fn decode(bytes: &[u8]) -> Result<FileDescriptorSet, String> {
 }
 
 /// Each import that no file of `files` provides, once, with the first file that imports it.
-pub fn missing_imports(files: &[FileDescriptorProto]) -> Vec<(String, String)> {
-    let present: HashSet<&str> = files.iter().map(FileDescriptorProto::name).collect();
+pub fn missing_imports(files: &[File]) -> Vec<(String, String)> {
+    let present: HashSet<&str> = files.iter().map(File::name).collect();
     let mut missing: Vec<(String, String)> = Vec::new();
     for file in files {
-        for import in &file.dependency {
+        for import in &file.proto.dependency {
             if !present.contains(import.as_str()) && !missing.iter().any(|(name, _)| name == import) {
                 missing.push((import.clone(), file.name().to_owned()));
             }
@@ -86,29 +117,33 @@ pub fn missing_imports(files: &[FileDescriptorProto]) -> Vec<(String, String)> {
 
 /// A well-known `google/protobuf/*.proto` file from protox's built-in copies (the ones the
 /// `.proto` route compiles against, without comments).
-pub fn well_known(name: &str) -> Option<FileDescriptorProto> {
+pub fn well_known(name: &str) -> Option<File> {
     if !name.starts_with("google/protobuf/") {
         return None;
     }
-    GoogleFileResolver::new()
+    let proto = GoogleFileResolver::new()
         .open_file(name)
-        .ok()
-        .map(|file| file.file_descriptor_proto().clone())
+        .ok()?
+        .file_descriptor_proto()
+        .clone();
+    // The well-known files carry no custom options: encoding the decoded form loses nothing.
+    let bytes = proto.encode_to_vec();
+    Some(File { proto, bytes })
 }
 
 /// The encoded set of `files` (closed under imports): each file once, after the files it
-/// imports (as protoc writes a set), with only the comments of its source info.
-pub fn encode(files: Vec<FileDescriptorProto>) -> Vec<u8> {
-    let mut set = FileDescriptorSet {
-        file: in_import_order(files),
-    };
-    set.file.iter_mut().for_each(keep_only_comments);
-    set.encode_to_vec()
+/// imports (as protoc writes a set), as encoded but with only the comments of its source info.
+pub fn encode(files: Vec<File>) -> Result<Vec<u8>, String> {
+    let kept = in_import_order(files)
+        .iter()
+        .map(|file| keep_only_comments(&file.bytes))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(encode_set(kept.iter().map(Vec::as_slice)))
 }
 
 /// Each file once (the first of a name), every file after its imports, otherwise in the
 /// order given: a set already in order stays as it is.
-fn in_import_order(files: Vec<FileDescriptorProto>) -> Vec<FileDescriptorProto> {
+fn in_import_order(files: Vec<File>) -> Vec<File> {
     let mut names = Vec::new();
     let mut by_name = HashMap::new();
     for file in files {
@@ -124,46 +159,34 @@ fn in_import_order(files: Vec<FileDescriptorProto>) -> Vec<FileDescriptorProto> 
     ordered
 }
 
-fn place(name: &str, unplaced: &mut HashMap<String, FileDescriptorProto>, ordered: &mut Vec<FileDescriptorProto>) {
+fn place(name: &str, unplaced: &mut HashMap<String, File>, ordered: &mut Vec<File>) {
     // Removed before its imports are placed, so an import cycle (which protobuf forbids, and
     // the filter refuses) cannot recurse for ever.
     let Some(file) = unplaced.remove(name) else {
         return;
     };
-    for import in &file.dependency {
+    for import in &file.proto.dependency {
         place(import, unplaced, ordered);
     }
     ordered.push(file);
-}
-
-/// The filter reads one thing from source info: the comments, which become descriptions. The
-/// spans of every element, commented or not, are most of a set's size, and every Wasm VM
-/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
-pub fn keep_only_comments(file: &mut FileDescriptorProto) {
-    if let Some(info) = &mut file.source_code_info {
-        info.location
-            .retain(|location| location.leading_comments.is_some() || location.trailing_comments.is_some());
-        for location in &mut info.location {
-            location.span.clear();
-            location.leading_detached_comments.clear();
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn file(name: &str, imports: &[&str]) -> FileDescriptorProto {
-        FileDescriptorProto {
+    fn file(name: &str, imports: &[&str]) -> File {
+        let proto = FileDescriptorProto {
             name: Some(name.into()),
             dependency: imports.iter().map(|import| (*import).to_owned()).collect(),
             ..Default::default()
-        }
+        };
+        let bytes = proto.encode_to_vec();
+        File { proto, bytes }
     }
 
-    fn names(files: &[FileDescriptorProto]) -> Vec<&str> {
-        files.iter().map(FileDescriptorProto::name).collect()
+    fn names(files: &[File]) -> Vec<&str> {
+        files.iter().map(File::name).collect()
     }
 
     #[test]
@@ -206,7 +229,7 @@ mod tests {
             "{text}"
         );
         // A lone FileDescriptorProto: its name (field 1) is no file.
-        let lone = file("a.proto", &[]).encode_to_vec();
+        let lone = file("a.proto", &[]).bytes;
         assert!(decode(&lone).is_err());
         // An unknown field alone.
         assert!(decode(&[0x10, 0x01]).unwrap_err().starts_with("it holds no files"));

@@ -12,7 +12,6 @@ use std::process::ExitCode;
 
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
-use prost::Message;
 use serde_json::{json, Map, Value};
 use switchblade_core::config::parse_selector;
 use switchblade_core::observe::tag_extraction_rules;
@@ -146,7 +145,7 @@ fn descriptors(args: &ConfigArgs) -> Result<Vec<u8>, String> {
             ca: args.reflect_ca.clone(),
         };
         let services: Vec<String> = args.services.iter().map(|(service, _)| service.clone()).collect();
-        return reflection::fetch(&target, &services).map(descriptor_sets::encode);
+        return reflection::fetch(&target, &services).and_then(descriptor_sets::encode);
     }
     compile(&args.protos, &args.includes)
 }
@@ -155,9 +154,9 @@ fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Vec<u8>, String> 
     let mut compiler = protox::Compiler::new(includes).map_err(|error| error.to_string())?;
     compiler.include_source_info(true).include_imports(true);
     compiler.open_files(protos).map_err(|error| error.to_string())?;
-    let mut set = compiler.file_descriptor_set();
-    set.file.iter_mut().for_each(descriptor_sets::keep_only_comments);
-    Ok(set.encode_to_vec())
+    // Encoded by protox itself, which keeps custom options (its decoded set would not).
+    let files = descriptor_sets::files_of_set(&compiler.encode_file_descriptor_set())?;
+    descriptor_sets::encode(files)
 }
 
 fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Value, String> {
@@ -308,6 +307,7 @@ fn tools(path: &PathBuf) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
 
     fn users_args(format: Format) -> ConfigArgs {
         ConfigArgs {
@@ -378,6 +378,41 @@ mod tests {
         assert!(!tool_list(&from_set).is_empty());
         // The spans are gone, as from .proto files.
         assert_eq!(from_set.len(), from_protos.len());
+    }
+
+    /// The kitchen sink's Echo takes `must` with `(google.api.field_behavior) = REQUIRED`: a
+    /// custom option, which a set decoded into prost_types and encoded again would have lost.
+    fn echo_required(config_json: &str) -> Value {
+        let tools = tool_list(config_json);
+        let echo = tools
+            .iter()
+            .find(|tool| tool["name"] == "KitchenSinkService_Echo")
+            .unwrap();
+        echo["inputSchema"]["required"].clone()
+    }
+
+    #[test]
+    fn custom_options_survive_the_proto_route_and_a_descriptor_set() {
+        let sink = "test/kitchensink/v1/kitchen_sink.proto";
+        let service = "test.kitchensink.v1.KitchenSinkService";
+        let mut compiler = protox::Compiler::new([proto_dir()]).unwrap();
+        compiler
+            .include_source_info(true)
+            .include_imports(true)
+            .open_files([sink])
+            .unwrap();
+        let path = temp_file("sink-options.binpb", &compiler.encode_file_descriptor_set());
+        let from_set = config(&set_args(service, path.clone())).unwrap();
+        std::fs::remove_file(path).unwrap();
+        let from_protos = config(&ConfigArgs {
+            protos: vec![sink.into()],
+            includes: vec![proto_dir()],
+            descriptor_set: None,
+            ..set_args(service, PathBuf::new())
+        })
+        .unwrap();
+        assert_eq!(echo_required(&from_protos), json!(["must"]));
+        assert_eq!(echo_required(&from_set), json!(["must"]));
     }
 
     #[test]

@@ -6,8 +6,6 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use prost::Message;
-use prost_types::FileDescriptorProto;
 use tonic::codegen::http::uri::PathAndQuery;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
@@ -15,7 +13,7 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
 
-use crate::descriptor_sets::{missing_imports, well_known};
+use crate::descriptor_sets::{missing_imports, well_known, File};
 
 /// Where to ask, and how.
 pub struct Target {
@@ -28,7 +26,7 @@ pub struct Target {
 
 /// The files that define `services` and every file they import, in no particular order. The
 /// well-known `google/protobuf/*.proto` files a server does not serve come from built-in copies.
-pub fn fetch(target: &Target, services: &[String]) -> Result<Vec<FileDescriptorProto>, String> {
+pub fn fetch(target: &Target, services: &[String]) -> Result<Vec<File>, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -123,7 +121,7 @@ impl Reflection {
         })
     }
 
-    async fn files_of(&mut self, services: &[String]) -> Result<Vec<FileDescriptorProto>, String> {
+    async fn files_of(&mut self, services: &[String]) -> Result<Vec<File>, String> {
         let mut files = Vec::new();
         for service in services {
             match self.ask(MessageRequest::FileContainingSymbol(service.clone())).await {
@@ -159,7 +157,7 @@ impl Reflection {
     }
 
     /// Adds the files of a file descriptor answer that `files` does not have yet.
-    fn keep(&self, answer: MessageResponse, files: &mut Vec<FileDescriptorProto>) -> Result<(), String> {
+    fn keep(&self, answer: MessageResponse, files: &mut Vec<File>) -> Result<(), String> {
         let MessageResponse::FileDescriptorResponse(response) = answer else {
             return Err(format!(
                 "--reflect {}: the server answered a request for files with something else",
@@ -167,7 +165,7 @@ impl Reflection {
             ));
         };
         for bytes in response.file_descriptor_proto {
-            let file = FileDescriptorProto::decode(bytes.as_slice()).map_err(|error| {
+            let file = File::decode(bytes).map_err(|error| {
                 format!(
                     "--reflect {}: the server sent a file descriptor that does not decode ({error})",
                     self.address

@@ -8,9 +8,8 @@ use std::future::{ready, Ready};
 use std::task::{Context, Poll};
 
 use prost::Message;
-use prost_types::{
-    DescriptorProto, FileDescriptorProto, FileDescriptorSet, MethodDescriptorProto, ServiceDescriptorProto,
-};
+use prost_types::{DescriptorProto, FileDescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};
+use switchblade_core::descriptors::{encode_set, set_files};
 use tonic::body::Body;
 use tonic::codegen::http;
 use tonic::server::NamedService;
@@ -42,21 +41,30 @@ impl std::str::FromStr for Api {
 pub const BIG_SERVICE: &str = "big.v1.Big";
 pub const BIG_METHODS: usize = 1000;
 
-/// The encoded `FileDescriptorSet` reflection serves for `api`.
-pub fn descriptor_set(api: Api) -> Result<Vec<u8>, prost::DecodeError> {
-    let mut set = FileDescriptorSet::decode(FILE_DESCRIPTOR_SET)?;
-    match api {
-        Api::Full => {}
-        Api::Small => {
-            for service in set.file.iter_mut().flat_map(|file| file.service.iter_mut()) {
-                if service.name() == "InventoryService" {
-                    service.method.retain(|method| method.name() == "GetStock");
-                }
+/// The encoded `FileDescriptorSet` reflection serves for `api`. Files are kept as encoded
+/// (decoding drops custom options such as `google.api.field_behavior`); only the file a
+/// variant changes is decoded and encoded again.
+pub fn descriptor_set(api: Api) -> Result<Vec<u8>, String> {
+    let files = set_files(FILE_DESCRIPTOR_SET)?;
+    let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(files.len() + 1);
+    for bytes in files {
+        let mut file = FileDescriptorProto::decode(bytes).map_err(|error| error.to_string())?;
+        let inventory = file
+            .service
+            .iter_mut()
+            .find(|service| service.name() == "InventoryService");
+        match (api, inventory) {
+            (Api::Small, Some(service)) => {
+                service.method.retain(|method| method.name() == "GetStock");
+                encoded.push(file.encode_to_vec());
             }
+            _ => encoded.push(bytes.to_vec()),
         }
-        Api::Big => set.file.push(big_file()),
     }
-    Ok(set.encode_to_vec())
+    if api == Api::Big {
+        encoded.push(big_file().encode_to_vec());
+    }
+    Ok(encode_set(encoded.iter().map(Vec::as_slice)))
 }
 
 /// `big/v1/big.proto`: service Big with methods Method0 … Method999, each taking and returning

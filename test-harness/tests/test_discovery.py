@@ -206,7 +206,11 @@ def unreflective_upstream():
 
 def test_reflection_gives_what_the_protos_do(upstream: Upstream, tmp_path) -> None:
     reflected = from_reflection(upstream, *EVERY_SERVICE)
-    assert tools(reflected, tmp_path) == tools(from_protos(*EVERY_SERVICE), tmp_path)
+    listed = tools(reflected, tmp_path)
+    assert listed == tools(from_protos(*EVERY_SERVICE), tmp_path)
+    # Custom options come through both routes: `(google.api.field_behavior) = REQUIRED`.
+    echo = next(tool for tool in listed if tool["name"] == "KitchenSinkService_Echo")
+    assert echo["inputSchema"]["required"] == ["must"]
     # Every import was followed (the kitchen sink's go two levels deep).
     assert {"google/api/field_behavior.proto", "google/protobuf/descriptor.proto",
             "test/kitchensink/v1/legacy.proto"} <= set(set_files(descriptor_set(reflected)))

@@ -1,7 +1,10 @@
 //! The descriptor set compiled from `proto/` at build time and embedded in the filter.
 
 use base64::Engine;
+use prost::encoding::{self, DecodeContext, WireType};
+use prost::Message;
 use prost_reflect::{DescriptorError, DescriptorPool};
+use prost_types::SourceCodeInfo;
 
 use crate::config::ConfigError;
 
@@ -33,6 +36,93 @@ pub fn configured_pool(descriptor_set: Option<&str>) -> Result<DescriptorPool, C
     })
 }
 
+/// `FileDescriptorSet.file` and `FileDescriptorProto.source_code_info`.
+const SET_FILE: u32 = 1;
+const FILE_SOURCE_CODE_INFO: u32 = 9;
+
+/// The files of an encoded `FileDescriptorSet`, each its own encoded `FileDescriptorProto`,
+/// byte for byte. Decoding into `prost_types` would drop every custom option
+/// (`google.api.field_behavior`, `buf.validate`), which prost keeps nowhere.
+pub fn set_files(set: &[u8]) -> Result<Vec<&[u8]>, String> {
+    Ok(fields(set)?
+        .into_iter()
+        .filter(|field| field.tag == SET_FILE)
+        .filter_map(|field| field.payload)
+        .collect())
+}
+
+/// An encoded `FileDescriptorSet` of encoded files.
+pub fn encode_set<'a>(files: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
+    let mut set = Vec::new();
+    for file in files {
+        encoding::encode_key(SET_FILE, WireType::LengthDelimited, &mut set);
+        encoding::encode_varint(file.len() as u64, &mut set);
+        set.extend_from_slice(file);
+    }
+    set
+}
+
+/// An encoded file with only the comments of its source info, every other byte as it was.
+/// The filter reads one thing from source info: the comments, which become descriptions. The
+/// spans of every element, commented or not, are most of a set's size, and every Wasm VM
+/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
+pub fn keep_only_comments(file: &[u8]) -> Result<Vec<u8>, String> {
+    let mut kept = Vec::with_capacity(file.len());
+    for field in fields(file)? {
+        match (field.tag, field.payload) {
+            (FILE_SOURCE_CODE_INFO, Some(payload)) => {
+                let mut info = SourceCodeInfo::decode(payload).map_err(|error| error.to_string())?;
+                info.location
+                    .retain(|location| location.leading_comments.is_some() || location.trailing_comments.is_some());
+                for location in &mut info.location {
+                    location.span.clear();
+                    location.leading_detached_comments.clear();
+                }
+                encoding::message::encode(FILE_SOURCE_CODE_INFO, &info, &mut kept);
+            }
+            _ => kept.extend_from_slice(field.bytes),
+        }
+    }
+    Ok(kept)
+}
+
+/// One field of an encoded message: its tag, its whole encoding, and its payload if it is
+/// length-delimited.
+struct Field<'a> {
+    tag: u32,
+    bytes: &'a [u8],
+    payload: Option<&'a [u8]>,
+}
+
+fn fields(message: &[u8]) -> Result<Vec<Field<'_>>, String> {
+    let mut fields = Vec::new();
+    let mut rest = message;
+    while !rest.is_empty() {
+        let start = message.len() - rest.len();
+        let (tag, wire_type) = encoding::decode_key(&mut rest).map_err(|error| error.to_string())?;
+        let payload = if wire_type == WireType::LengthDelimited {
+            let length = encoding::decode_varint(&mut rest).map_err(|error| error.to_string())?;
+            let length = usize::try_from(length).unwrap_or(usize::MAX);
+            let Some((payload, after)) = rest.split_at_checked(length) else {
+                return Err("a field runs past the end of the message".to_owned());
+            };
+            rest = after;
+            Some(payload)
+        } else {
+            encoding::skip_field(wire_type, tag, &mut rest, DecodeContext::default())
+                .map_err(|error| error.to_string())?;
+            None
+        };
+        let end = message.len() - rest.len();
+        fields.push(Field {
+            tag,
+            bytes: &message[start..end],
+            payload,
+        });
+    }
+    Ok(fields)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -54,5 +144,32 @@ mod tests {
             error.starts_with("at `descriptor_set`: not a usable FileDescriptorSet"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn files_keep_their_custom_options_and_only_the_comments_of_their_source_info() {
+        let files = set_files(EMBEDDED_DESCRIPTOR_SET).unwrap();
+        let stripped: Vec<Vec<u8>> = files.iter().map(|file| keep_only_comments(file).unwrap()).collect();
+        let set = encode_set(stripped.iter().map(Vec::as_slice));
+        assert!(set.len() < EMBEDDED_DESCRIPTOR_SET.len());
+        let pool = DescriptorPool::decode(set.as_slice()).unwrap();
+        let must = pool
+            .get_message_by_name("test.kitchensink.v1.Everything")
+            .and_then(|message| message.get_field_by_name("must"))
+            .unwrap();
+        // google.api.field_behavior = REQUIRED is still there.
+        let behavior = pool.get_extension_by_name("google.api.field_behavior").unwrap();
+        assert!(must.options().has_extension(&behavior));
+        // So are the comments.
+        let service = pool.get_service_by_name("demo.users.v1.UserService").unwrap();
+        assert!(!service
+            .parent_file()
+            .file_descriptor_proto()
+            .source_code_info
+            .as_ref()
+            .unwrap()
+            .location
+            .is_empty());
+        assert!(set_files(&[0x0a, 0x05, 1]).is_err());
     }
 }

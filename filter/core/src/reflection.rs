@@ -17,7 +17,7 @@ use prost_reflect::DescriptorPool;
 use prost_types::FileDescriptorProto;
 
 use crate::config::PluginConfig;
-use crate::descriptors::embedded_pool;
+use crate::descriptors::{embedded_pool, encode_set, keep_only_comments};
 use crate::grpc_status::{status_name, UNIMPLEMENTED};
 use crate::http::HeaderPair;
 use crate::observe::{Metric, Sample};
@@ -198,12 +198,22 @@ pub enum Step {
 struct Round {
     /// Call id → the target asked and the questions.
     out: HashMap<u64, (usize, Vec<Question>)>,
-    /// Files read so far by name, with the target that gave them.
-    files: BTreeMap<String, (FileDescriptorProto, usize)>,
+    /// Files read so far, by name.
+    files: BTreeMap<String, ReflectedFile>,
     /// File names asked for, so that none is asked twice.
     asked: HashSet<String>,
     problems: Vec<String>,
     rounds: usize,
+}
+
+/// One file a server's reflection gave.
+#[derive(Debug)]
+struct ReflectedFile {
+    /// As the server encoded it (custom options kept), with only the comments of its source info.
+    bytes: Vec<u8>,
+    imports: Vec<String>,
+    /// The target that gave it, which is asked for its imports.
+    target: usize,
 }
 
 /// The live discovery of one configuration's reflected services.
@@ -219,6 +229,8 @@ pub struct Discovery {
     timeout: Duration,
     interval: Duration,
     round: Option<Round>,
+    /// When (on the host's clock) the running round started.
+    round_started_at: Duration,
     next_id: u64,
     /// Digest of the last good refresh's files; `None` until one succeeds.
     last_good: Option<u64>,
@@ -248,22 +260,32 @@ impl Discovery {
             timeout: Duration::from_millis(config.reflection.timeout_ms),
             interval: Duration::from_millis(config.reflection.interval_ms),
             round: None,
+            round_started_at: Duration::ZERO,
             next_id: 1,
             last_good: None,
             due_at: Duration::ZERO,
         })
     }
 
-    /// Whether a refresh should start at `now`: it is due and none is running.
+    /// Whether a refresh should start at `now`: it is due and none is running (a refresh whose
+    /// answers never came is given up after twice the call timeout and a tick's slack).
     pub fn is_due(&self, now: Duration) -> bool {
-        self.round.is_none() && now >= self.due_at
+        now >= self.due_at && (self.round.is_none() || self.is_stale(now))
+    }
+
+    fn is_stale(&self, now: Duration) -> bool {
+        now.saturating_sub(self.round_started_at) > self.timeout * 2 + RETRY_AFTER
     }
 
     /// Starts a refresh: the first round's calls, one per cluster. Nothing if one is running.
     pub fn start(&mut self, now: Duration) -> Vec<ReflectionCall> {
-        if self.round.is_some() {
+        if self.round.is_some() && !self.is_stale(now) {
             return Vec::new();
         }
+        if self.round.take().is_some() {
+            log::warn!("gRPC server reflection: a refresh got no answer in time; starting another");
+        }
+        self.round_started_at = now;
         self.due_at = now + self.interval;
         let mut round = Round::default();
         let asks: Vec<(usize, Vec<Question>)> = self
@@ -393,14 +415,21 @@ impl Discovery {
             match response.answer {
                 Some(Answer::Files(files)) => {
                     for bytes in files.file_descriptor_proto {
+                        let garbled = |error: String| Retry::No(format!("a garbled file descriptor: {error}"));
+                        // Decoded for its name and imports; kept as it came, for its options.
                         let file = FileDescriptorProto::decode(bytes.as_slice())
-                            .map_err(|error| Retry::No(format!("a garbled file descriptor: {error}")))?;
+                            .map_err(|error| garbled(error.to_string()))?;
                         let name = file.name().to_owned();
                         if name.is_empty() {
                             return Err(Retry::No("a file descriptor without a name".into()));
                         }
+                        let bytes = keep_only_comments(&bytes).map_err(garbled)?;
                         round.asked.insert(name.clone());
-                        round.files.entry(name).or_insert((file, target));
+                        round.files.entry(name).or_insert(ReflectedFile {
+                            bytes,
+                            imports: file.dependency,
+                            target,
+                        });
                     }
                 }
                 Some(Answer::Error(error)) => {
@@ -420,8 +449,8 @@ impl Discovery {
     fn next_round(&mut self, round: &mut Round) -> Vec<ReflectionCall> {
         let mut wanted: BTreeMap<usize, Vec<Question>> = BTreeMap::new();
         let mut missing_anywhere = Vec::new();
-        for (name, (file, target)) in &round.files {
-            for import in &file.dependency {
+        for (name, file) in &round.files {
+            for import in &file.imports {
                 if round.files.contains_key(import) || self.well_known(import).is_some() {
                     continue;
                 }
@@ -429,7 +458,7 @@ impl Discovery {
                     missing_anywhere.push(format!("`{import}`, imported by `{name}`"));
                     continue;
                 }
-                let questions = wanted.entry(*target).or_default();
+                let questions = wanted.entry(file.target).or_default();
                 if !questions.contains(&Question::FileByFilename(import.clone())) {
                     questions.push(Question::FileByFilename(import.clone()));
                 }
@@ -476,23 +505,12 @@ impl Discovery {
         if !round.problems.is_empty() {
             return Refreshed::Failed(round.problems.join("; "));
         }
-        let files: Vec<FileDescriptorProto> = round.files.into_values().map(|(file, _)| file).collect();
-        let digest = digest(&files);
+        let digest = digest(round.files.values().map(|file| file.bytes.as_slice()));
         if self.last_good == Some(digest) {
             return Refreshed::Unchanged;
         }
-        let well_known = self
-            .embedded
-            .iter()
-            .flat_map(|pool| pool.files())
-            .filter(|file| file.name().starts_with(WELL_KNOWN_PREFIX));
-        let local: Vec<FileDescriptorProto> = self
-            .configured
-            .files()
-            .chain(well_known)
-            .map(|file| file.file_descriptor_proto().clone())
-            .collect();
-        let server = merged_pool(files, local)
+        let server = self
+            .merged_pool(&round.files)
             .and_then(|pool| Server::build(&self.config, &pool, true).map_err(|error| error.0));
         match server {
             Ok(server) => {
@@ -501,6 +519,32 @@ impl Discovery {
             }
             Err(problem) => Refreshed::Failed(format!("the reflected descriptors do not make a catalog: {problem}")),
         }
+    }
+
+    /// The reflected files, and the local ones reflection did not replace: the configuration's
+    /// own, and the well-known files the server left out. Encoded, so that custom options stay.
+    fn merged_pool(&self, reflected: &BTreeMap<String, ReflectedFile>) -> Result<DescriptorPool, String> {
+        let well_known = self
+            .embedded
+            .iter()
+            .flat_map(DescriptorPool::files)
+            .filter(|file| file.name().starts_with(WELL_KNOWN_PREFIX));
+        let mut seen: HashSet<String> = reflected.keys().cloned().collect();
+        let local: Vec<Vec<u8>> = self
+            .configured
+            .files()
+            .chain(well_known)
+            .filter(|file| seen.insert(file.name().to_owned()))
+            .map(|file| file.encode_to_vec())
+            .collect();
+        let files = reflected
+            .values()
+            .map(|file| file.bytes.as_slice())
+            .chain(local.iter().map(Vec::as_slice));
+        let mut pool = DescriptorPool::new();
+        pool.decode_file_descriptor_set(encode_set(files).as_slice())
+            .map_err(|error| error.to_string())?;
+        Ok(pool)
     }
 }
 
@@ -537,68 +581,13 @@ fn answer_of<'a>(
     }
 }
 
-/// FNV-1a over the files (in name order), to tell a changed API from the same one.
-fn digest(files: &[FileDescriptorProto]) -> u64 {
+/// FNV-1a over the files' bytes (in name order), to tell a changed API from the same one.
+fn digest<'a>(files: impl Iterator<Item = &'a [u8]>) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
     files
-        .iter()
-        .map(Message::encode_to_vec)
-        .flat_map(|bytes| bytes.into_iter().chain([0]))
-        .fold(OFFSET, |hash, byte| (hash ^ u64::from(byte)).wrapping_mul(PRIME))
-}
-
-/// The reflected files and the local ones reflection did not replace (the configuration's own,
-/// and well-known files the server left out), every file after its imports.
-fn merged_pool(reflected: Vec<FileDescriptorProto>, local: Vec<FileDescriptorProto>) -> Result<DescriptorPool, String> {
-    let mut by_name: BTreeMap<String, FileDescriptorProto> = reflected
-        .into_iter()
-        .map(|file| (file.name().to_owned(), file))
-        .collect();
-    for file in local {
-        by_name.entry(file.name().to_owned()).or_insert(file);
-    }
-    let mut ordered = Vec::with_capacity(by_name.len());
-    let mut placed = HashSet::new();
-    let names: Vec<String> = by_name.keys().cloned().collect();
-    for name in names {
-        place(&name, &mut by_name, &mut placed, &mut ordered, 0)?;
-    }
-    let mut pool = DescriptorPool::new();
-    pool.add_file_descriptor_protos(ordered)
-        .map_err(|error| error.to_string())?;
-    Ok(pool)
-}
-
-/// Puts `name`'s imports, then `name`, into `ordered` (depth-first; a cycle is refused).
-fn place(
-    name: &str,
-    by_name: &mut BTreeMap<String, FileDescriptorProto>,
-    placed: &mut HashSet<String>,
-    ordered: &mut Vec<FileDescriptorProto>,
-    depth: usize,
-) -> Result<(), String> {
-    if placed.contains(name) {
-        return Ok(());
-    }
-    if depth > 100 {
-        return Err(format!("the imports of `{name}` form a cycle"));
-    }
-    let Some(file) = by_name.remove(name) else {
-        return Err(format!("`{name}` is imported and nowhere to be found"));
-    };
-    for import in &file.dependency {
-        if !placed.contains(import) && by_name.contains_key(import) {
-            place(import, by_name, placed, ordered, depth + 1)?;
-        } else if !placed.contains(import) {
-            return Err(format!(
-                "`{import}`, imported by `{name}`, is nowhere to be found (or its imports form a cycle)"
-            ));
-        }
-    }
-    placed.insert(name.to_owned());
-    ordered.push(file);
-    Ok(())
+        .flat_map(|bytes| bytes.iter().chain(&[0]))
+        .fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@ use super::*;
 use crate::http::McpHeaders;
 use crate::observe::Observations;
 use crate::server::{McpRequest, Outcome};
+use prost_reflect::FileDescriptor;
 use prost_types::{DescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};
 use serde_json::{json, Value};
 
@@ -73,10 +74,8 @@ fn serve(pool: &DescriptorPool, call: &ReflectionCall, behaviour: Behaviour) -> 
                     files.extend(file.dependencies());
                 }
                 Answer::Files(FileDescriptorResponse {
-                    file_descriptor_proto: files
-                        .iter()
-                        .map(|file| file.file_descriptor_proto().encode_to_vec())
-                        .collect(),
+                    // Encoded with their custom options, as a server sends them.
+                    file_descriptor_proto: files.iter().map(FileDescriptor::encode_to_vec).collect(),
                 })
             }
         };
@@ -198,7 +197,10 @@ fn imports_are_followed_when_the_server_sends_files_alone() {
     .unwrap();
     let mut discovery = discovery(&config);
     let (refreshed, paths) = refresh(&mut discovery, &embedded_pool().unwrap(), Behaviour::FileOnly);
-    assert!(changed(refreshed).catalog().get("KitchenSinkService_Echo").is_some());
+    let server = changed(refreshed);
+    let echo = server.catalog().get("KitchenSinkService_Echo").unwrap();
+    // Custom options come through reflection: google.api.field_behavior = REQUIRED.
+    assert_eq!(echo.definition["inputSchema"]["required"], json!(["must"]));
     assert_eq!(paths.len(), 2, "{paths:?}");
 }
 
