@@ -22,12 +22,21 @@
 //! 6. The hooks of one stream run on one thread, never at the same time, but may nest (a local
 //!    reply runs other filters inline); the stream's state is borrowed only for the length of
 //!    a hook's own work, never across a callback that can call back.
+//! 7. `HttpFilterConfigEnvoyPtr` is valid from `on_http_filter_config_new` to
+//!    `on_http_filter_config_destroy`, on the main thread only: the configuration's own calls
+//!    (streams, counters) are made from its hooks there (`config_new`, `config_scheduled`, the
+//!    `config_http_stream_*` hooks). A config scheduler may be committed from any thread until
+//!    it is deleted; the thread that commits is joined before it is.
 
 #![allow(unsafe_code)]
 
 use std::ffi::{c_char, c_void};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
 
 use switchblade_core::http::HttpResponse;
 use switchblade_core::observe::MetricKind;
@@ -247,6 +256,26 @@ extern "C" {
         key: ModuleBuffer,
         result: *mut EnvoyBuffer,
     ) -> bool;
+    fn envoy_dynamic_module_callback_http_filter_config_start_http_stream(
+        config: HttpFilterConfigEnvoyPtr,
+        stream_id_out: *mut u64,
+        cluster_name: ModuleBuffer,
+        headers: *mut ModuleHttpHeader,
+        headers_size: usize,
+        body: ModuleBuffer,
+        end_stream: bool,
+        timeout_milliseconds: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_config_increment_counter(
+        config: HttpFilterConfigEnvoyPtr,
+        id: usize,
+        label_values: *mut ModuleBuffer,
+        label_values_length: usize,
+        value: u64,
+    ) -> u32;
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_new(config: HttpFilterConfigEnvoyPtr) -> *mut c_void;
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_commit(scheduler: *mut c_void, event_id: u64);
+    fn envoy_dynamic_module_callback_http_filter_config_scheduler_delete(scheduler: *mut c_void);
 }
 
 /// What the metric calls answer when they worked (`envoy_dynamic_module_type_metrics_result`).
@@ -282,6 +311,124 @@ impl ConfigStats {
             )
         };
         (result == METRICS_SUCCESS).then_some(id)
+    }
+}
+
+/// The configuration's own handle on Envoy, in one of its main-thread hooks (rule 7).
+pub struct ConfigHost {
+    config: HttpFilterConfigEnvoyPtr,
+}
+
+impl ConfigHost {
+    /// Starts an HTTP request to `cluster` from the configuration, sent whole: its answer comes
+    /// to the `on_http_filter_config_http_stream_*` hooks under the id returned.
+    pub fn start_call(
+        &self,
+        cluster: &str,
+        headers: &[(&str, &str)],
+        body: &[u8],
+        timeout_ms: u64,
+    ) -> Result<u64, u32> {
+        let mut headers = module_pairs(headers);
+        let mut id = 0u64;
+        // SAFETY: the config pointer on the main thread, in one of its hooks (rule 7); every
+        // buffer is module memory for the call (rule 2); `id` is written on success.
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_config_start_http_stream(
+                self.config,
+                &mut id,
+                ModuleBuffer::of(cluster.as_bytes()),
+                headers.as_mut_ptr(),
+                headers.len(),
+                ModuleBuffer::of(body),
+                true,
+                timeout_ms,
+            )
+        };
+        if result == CALLOUT_SUCCESS {
+            Ok(id)
+        } else {
+            Err(result)
+        }
+    }
+
+    /// Adds to a labeled counter defined for this configuration.
+    pub fn increment(&self, id: usize, label_values: &[&str], value: u64) -> bool {
+        let mut labels: Vec<ModuleBuffer> = label_values
+            .iter()
+            .map(|label| ModuleBuffer::of(label.as_bytes()))
+            .collect();
+        // SAFETY: as above (rules 2 and 7).
+        let result = unsafe {
+            envoy_dynamic_module_callback_http_filter_config_increment_counter(
+                self.config,
+                id,
+                labels.as_mut_ptr(),
+                labels.len(),
+                value,
+            )
+        };
+        result == METRICS_SUCCESS
+    }
+}
+
+/// A config scheduler, which Envoy lets any thread commit (rule 7).
+struct Scheduler(*mut c_void);
+
+// SAFETY: Envoy documents the config scheduler's commit as safe from any thread; the pointer is
+// deleted only after the one thread that holds it is joined (rule 7).
+unsafe impl Send for Scheduler {}
+// SAFETY: as for Send: shared between the ticker and its owner, only commit is called through it.
+unsafe impl Sync for Scheduler {}
+
+/// A thread that asks Envoy, every `period`, to run `on_http_filter_config_scheduled` on the
+/// main thread: the configuration's clock for work of its own (reflection refreshes).
+pub struct Ticker {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    scheduler: Arc<Scheduler>,
+}
+
+impl Ticker {
+    fn start(config: HttpFilterConfigEnvoyPtr, period: Duration) -> Option<Ticker> {
+        // SAFETY: the config pointer, inside `on_http_filter_config_new` (rule 7).
+        let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(config) };
+        if scheduler.is_null() {
+            return None;
+        }
+        let scheduler = Arc::new(Scheduler(scheduler));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (thread_stop, thread_scheduler) = (Arc::clone(&stop), Arc::clone(&scheduler));
+        let thread = std::thread::Builder::new()
+            .name("switchblade-tick".into())
+            .spawn(move || {
+                while !thread_stop.load(Ordering::Acquire) {
+                    std::thread::park_timeout(period);
+                    if thread_stop.load(Ordering::Acquire) {
+                        break;
+                    }
+                    // SAFETY: the scheduler lives until this thread is joined (rule 7).
+                    unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_commit(thread_scheduler.0, 0) };
+                }
+            })
+            .ok()?;
+        Some(Ticker {
+            stop,
+            thread: Some(thread),
+            scheduler,
+        })
+    }
+}
+
+impl Drop for Ticker {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
+        }
+        // SAFETY: the only other holder, the thread, is joined (rule 7).
+        unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_delete(self.scheduler.0) };
     }
 }
 
@@ -623,12 +770,125 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
 ) -> HttpFilterConfigModulePtr {
     let stats = ConfigStats { config: config_envoy };
     guarded_config(ptr::null(), || match Config::from_bytes(&config.to_vec(), &stats) {
-        Ok(config) => Box::into_raw(Box::new(config)).cast(),
+        Ok(mut config) => {
+            // The first refresh starts on the first tick: Envoy may answer a call inline, and
+            // its hooks need this configuration's pointer, which it has only once this returns.
+            if let Some(period) = config.tick_period() {
+                config.keep_ticker(Ticker::start(config_envoy, period));
+            }
+            Box::into_raw(Box::new(config)).cast()
+        }
         Err(problem) => {
             log::error!("invalid plugin configuration: {problem}");
             ptr::null()
         }
     })
+}
+
+/// The configuration behind a module pointer (rule 5).
+///
+/// # Safety
+/// `config` must be a pointer returned by `on_http_filter_config_new` and not yet destroyed.
+unsafe fn config_of<'a>(config: HttpFilterConfigModulePtr) -> Option<&'a Config> {
+    // SAFETY: by the caller's contract, null or a live `Box<Config>` (rule 5).
+    unsafe { (config as *const Config).as_ref() }
+}
+
+/// # Safety
+/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
+    config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    _event_id: u64,
+) {
+    // SAFETY: a live config of ours (rule 5).
+    if let Some(config) = unsafe { config_of(config) } {
+        guarded_config((), || config.tick(&ConfigHost { config: config_envoy }));
+    }
+}
+
+/// # Safety
+/// Envoy's pointers and headers for this configuration's call (rules 1, 3, 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_headers(
+    _config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    call: u64,
+    headers: *const EnvoyHttpHeader,
+    headers_size: usize,
+    _end_stream: bool,
+) {
+    // SAFETY: a live config of ours (rule 5), and Envoy's headers for this hook (rules 1, 3).
+    if let (Some(config), headers) = unsafe { (config_of(config), copied_headers(headers, headers_size)) } {
+        guarded_config((), || config.call_headers(call, headers));
+    }
+}
+
+/// # Safety
+/// Envoy's pointers and data for this configuration's call (rules 1, 3, 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_data(
+    _config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    call: u64,
+    data: *const EnvoyBuffer,
+    data_count: usize,
+    _end_stream: bool,
+) {
+    // SAFETY: a live config of ours (rule 5), and Envoy's chunks for this hook (rules 1, 3).
+    if let (Some(config), data) = unsafe { (config_of(config), copied_chunks(data, data_count)) } {
+        guarded_config((), || config.call_data(call, &data));
+    }
+}
+
+/// # Safety
+/// Envoy's pointers and trailers for this configuration's call (rules 1, 3, 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailers(
+    _config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    call: u64,
+    trailers: *const EnvoyHttpHeader,
+    trailers_size: usize,
+) {
+    // SAFETY: a live config of ours (rule 5), and Envoy's trailers for this hook (rules 1, 3).
+    if let (Some(config), trailers) = unsafe { (config_of(config), copied_headers(trailers, trailers_size)) } {
+        guarded_config((), || config.call_trailers(call, trailers));
+    }
+}
+
+/// # Safety
+/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(
+    config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    call: u64,
+) {
+    // SAFETY: a live config of ours (rule 5).
+    if let Some(config) = unsafe { config_of(config) } {
+        guarded_config((), || {
+            config.call_ended(&ConfigHost { config: config_envoy }, call, false)
+        });
+    }
+}
+
+/// # Safety
+/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
+#[no_mangle]
+pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
+    config_envoy: HttpFilterConfigEnvoyPtr,
+    config: HttpFilterConfigModulePtr,
+    call: u64,
+    _reason: u32,
+) {
+    // SAFETY: a live config of ours (rule 5).
+    if let Some(config) = unsafe { config_of(config) } {
+        guarded_config((), || {
+            config.call_ended(&ConfigHost { config: config_envoy }, call, true)
+        });
+    }
 }
 
 /// # Safety

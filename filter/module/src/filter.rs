@@ -6,7 +6,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use switchblade_core::access::Caller;
@@ -14,14 +14,25 @@ use switchblade_core::config::ConfigError;
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{predefined_samples, Metric, Observations, Sample, LOG_NAMESPACE};
+use switchblade_core::reflection::Refreshed;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
 
-use crate::abi::{Body, ConfigStats, HeaderMap, Stream};
+use crate::abi::{Body, ConfigHost, ConfigStats, HeaderMap, Stream, Ticker};
+use crate::discovery::LiveCatalog;
+
+/// How often the configuration looks whether a reflection refresh is due.
+const TICK: Duration = Duration::from_millis(500);
 
 /// One filter configuration, shared by every worker thread.
 pub struct Config {
-    server: Server,
+    /// The server new requests get; reflection swaps it when the upstream's API changes
+    /// (requests in flight keep the one they started with).
+    server: RwLock<Arc<Server>>,
+    /// Reads the services with `from_reflection`, if there are any.
+    live: Option<LiveCatalog>,
+    /// Runs the refreshes' clock; stopped (its thread joined) when the configuration goes.
+    ticker: Option<Ticker>,
     /// The id of each of [`Metric::ALL`] with Envoy's labels, in order; `None` where Envoy
     /// refused it.
     metric_ids: Vec<Option<usize>>,
@@ -35,7 +46,7 @@ impl Config {
     /// Builds the server, and defines its stats (Envoy allows that only now, while the
     /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &ConfigStats) -> Result<Self, ConfigError> {
-        let server = Server::from_config_bytes(bytes)?;
+        let (server, discovery) = Server::configure(bytes)?;
         if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
             return Err(ConfigError(format!(
                 "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \
@@ -73,11 +84,89 @@ impl Config {
                 None => "tool calls as HTTP callouts".to_owned(),
             }
         );
+        if discovery.is_some() {
+            log::info!(
+                "reading {} through gRPC server reflection; their tools are not known until it answers",
+                server.catalog().pending_services().join(", ")
+            );
+        }
         Ok(Config {
-            server,
+            server: RwLock::new(Arc::new(server)),
+            live: discovery.map(LiveCatalog::new),
+            ticker: None,
             metric_ids,
             predefined_ids,
         })
+    }
+
+    /// The server for a new request.
+    fn current(&self) -> Arc<Server> {
+        Arc::clone(&self.server.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    /// How often the configuration needs its scheduled hook: only if it reads reflection.
+    pub fn tick_period(&self) -> Option<Duration> {
+        self.live.as_ref().map(|_| TICK)
+    }
+
+    pub fn keep_ticker(&mut self, ticker: Option<Ticker>) {
+        if ticker.is_none() {
+            log::warn!("cannot start the reflection clock; reflection is read once");
+        }
+        self.ticker = ticker;
+    }
+
+    /// The scheduled hook: starts a reflection refresh if one is due.
+    pub fn tick(&self, host: &ConfigHost) {
+        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.tick(host)) {
+            self.refreshed(host, refreshed);
+        }
+    }
+
+    pub fn call_headers(&self, call: u64, headers: Vec<(String, Vec<u8>)>) {
+        if let Some(live) = &self.live {
+            live.headers(call, headers);
+        }
+    }
+
+    pub fn call_data(&self, call: u64, data: &[u8]) {
+        if let Some(live) = &self.live {
+            live.data(call, data);
+        }
+    }
+
+    pub fn call_trailers(&self, call: u64, trailers: Vec<(String, Vec<u8>)>) {
+        if let Some(live) = &self.live {
+            live.trailers(call, trailers);
+        }
+    }
+
+    pub fn call_ended(&self, host: &ConfigHost, call: u64, reset: bool) {
+        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.ended(host, call, reset)) {
+            self.refreshed(host, refreshed);
+        }
+    }
+
+    /// A refresh ended: count it, and serve its server if the API changed.
+    fn refreshed(&self, host: &ConfigHost, refreshed: Refreshed) {
+        let sample = refreshed.sample();
+        if let Some((id, labels)) = self.stat_of(&sample) {
+            host.increment(id, labels, sample.value);
+        }
+        let before = self.current().catalog().tool_count();
+        match refreshed {
+            Refreshed::Changed(server) => {
+                log::info!(
+                    "gRPC server reflection: serving {} tools (before: {before})",
+                    server.catalog().tool_count()
+                );
+                *self.server.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
+            }
+            Refreshed::Unchanged => {}
+            Refreshed::Failed(why) => {
+                log::warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
+            }
+        }
     }
 
     /// Where a sample goes: its label set's own stat if it has one, or its metric with labels.
@@ -141,6 +230,8 @@ struct Response {
 /// One HTTP request through the module.
 pub struct Exchange {
     config: &'static Config,
+    /// The configuration's server when the request came.
+    server: Arc<Server>,
     state: RefCell<State>,
     /// What this request told, published with its answer.
     observed: RefCell<Observations>,
@@ -150,13 +241,14 @@ impl Exchange {
     pub fn new(config: &'static Config) -> Self {
         Exchange {
             config,
+            server: config.current(),
             state: RefCell::new(State::PassThrough),
             observed: RefCell::default(),
         }
     }
 
-    fn server(&self) -> &'static Server {
-        &self.config.server
+    fn server(&self) -> &Server {
+        &self.server
     }
 
     pub fn request_headers(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
@@ -494,7 +586,7 @@ impl Exchange {
 }
 
 /// The module's clock, for the time a call is out: monotonic, from the first reading.
-fn now() -> Duration {
+pub(crate) fn now() -> Duration {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now).elapsed()
 }

@@ -8,6 +8,7 @@
 //! catches panics, and the crate is built with unwinding (`--profile module`) so that one can.
 
 mod abi;
+mod discovery;
 mod filter;
 
 /// The core's server is shared by Envoy's worker threads: it must be `Send + Sync`.

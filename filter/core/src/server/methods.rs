@@ -164,7 +164,7 @@ fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
             LEGACY_VERSIONS.join(", ")
         ),
         (Era::Modern, "subscriptions/listen") => "Method not found: subscriptions/listen is not served; \
-             the tool list changes only when Envoy reconfigures the filter, so list again after ttlMs"
+             the tool list changes when Envoy reconfigures the filter or gRPC server reflection finds a changed API, so list again after ttlMs"
             .to_owned(),
         _ => format!("Method not found: {method}"),
     };
