@@ -195,8 +195,11 @@ class Envoy:
         command_prefix: list[str] | None = None,
         build: FilterBuild | None = None,
         shared_ecds: "Envoy | None" = None,
+        workers: int = 1,
     ) -> None:
         self.backend = backend
+        # Envoy's worker threads (`--concurrency`); each runs its own Wasm VM.
+        self.workers = workers
         self.build = build or filter_build.current()
         # For example `taskset -c 1`, to give the benchmarked Envoy a CPU of its own.
         self.command_prefix = command_prefix or []
@@ -250,7 +253,7 @@ class Envoy:
             str(ENVOY_BIN),
             "-c", str(self.config_path),
             "--disable-hot-restart",
-            "--concurrency", "1",
+            "--concurrency", str(self.workers),
             "--log-level", "warn",
             "--component-log-level", f"{self.build.log_component}:info,config:info",
         ]

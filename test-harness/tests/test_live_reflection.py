@@ -65,8 +65,8 @@ def upstream_of_its_own():
 def envoys():
     started: list[Envoy] = []
 
-    def start(upstream: Upstream, config: dict) -> Envoy:
-        proxy = Envoy(upstream, plugin=config, name=f"envoy-reflection-{len(started)}").start()
+    def start(upstream: Upstream, config: dict, workers: int = 1) -> Envoy:
+        proxy = Envoy(upstream, plugin=config, name=f"envoy-reflection-{len(started)}", workers=workers).start()
         started.append(proxy)
         return proxy
     yield start
@@ -182,3 +182,23 @@ def test_a_thousand_method_api_becomes_a_thousand_tools(upstream_of_its_own, env
     result = mcp.request("tools/call", {"name": "Big_Method999", "arguments": {}})["result"]
     assert result["isError"] is True
     assert "UNIMPLEMENTED (12)" in result["content"][0]["text"]
+
+
+def test_every_worker_converges_on_the_upstreams_api(upstream_of_its_own, envoys) -> None:
+    """Two workers (two Wasm VMs, each reading reflection on its own; one configuration in the
+    module): every new connection, whichever worker takes it, lists the same tools."""
+    upstream = upstream_of_its_own("--api", "small")
+    envoy = envoys(upstream, plugin(INVENTORY), workers=2)
+
+    def every_connection_lists(expected: list[str]) -> bool:
+        # A new client (a new connection) each time, so that both workers answer.
+        return all(listed(Mcp(envoy.mcp_url)) == expected for _ in range(12))
+
+    wait_until(lambda: every_connection_lists(["InventoryService_GetStock"]), "both workers on the small API")
+    restart(upstream, "--api", "full")
+    full = ["InventoryService_GetStock", "InventoryService_Reserve", "InventoryService_ListWarehouses"]
+    wait_until(lambda: every_connection_lists(full), "both workers on the full API")
+    # Both workers took connections.
+    per_worker = [value for name, value in envoy.stats().items()
+                  if name.startswith(f"listener.127.0.0.1_{envoy.port}.worker_") and name.endswith(".downstream_cx_total")]
+    assert len(per_worker) == 2 and all(per_worker), per_worker
