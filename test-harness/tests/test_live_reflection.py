@@ -5,11 +5,13 @@ configuration, and a failing or garbled reflection keeps the last good catalog."
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 
 import httpx2
 import pytest
+from mcp import Client
 
 from mcp_client import Mcp
 from processes import Envoy, Upstream, wait_until
@@ -39,6 +41,26 @@ def listed(mcp: Mcp, era: str = "legacy") -> list[str]:
         cursor = result.get("nextCursor")
         if not cursor:
             return names
+
+
+async def _follow(url: str, mode: str, change, expected: list[str]) -> tuple[list[str], list[str]]:
+    async with Client(url, mode=mode) as client:
+        async def names() -> list[str]:
+            return [tool.name for tool in (await client.list_tools()).tools]
+        before = await names()
+        await asyncio.to_thread(change)
+        deadline = time.monotonic() + 15
+        after = await names()
+        while after != expected and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            after = await names()
+        return before, after
+
+
+def sdk_follows(url: str, mode: str, change, expected: list[str]) -> tuple[list[str], list[str]]:
+    """What one session of the official Python SDK lists before `change`, and (listing again
+    until it does, for 15 s at most) after it: a 2026-07-28 client keeps the list for ttlMs."""
+    return asyncio.run(_follow(url, mode, change, expected))
 
 
 def refreshes(envoy: Envoy, outcome: str) -> int:
@@ -91,18 +113,20 @@ def test_tools_follow_the_upstream_restarted_with_a_larger_api_in_both_eras(upst
     assert modern["ttlMs"] == INTERVAL_MS
     assert "reading acme.inventory.v1.InventoryService through gRPC server reflection" in envoy.logs()
 
-    # The upstream comes back with a larger API: the tools follow, in both eras.
-    restart(upstream, "--api", "full")
+    # The upstream comes back with a larger API: a 2026-07-28 session of the official SDK sees
+    # the tools follow once its cached list expires (ttlMs), and so does a raw client of each era.
     full = ["InventoryService_GetStock", "InventoryService_Reserve", "InventoryService_ListWarehouses"]
-    wait_until(lambda: listed(mcp) == full, "the full API's tools")
-    assert listed(mcp, "modern") == full
+    before, after = sdk_follows(envoy.mcp_url, "2026-07-28", lambda: restart(upstream, "--api", "full"), full)
+    assert (before, after) == (["InventoryService_GetStock"], full)
+    assert listed(mcp) == full and listed(mcp, "modern") == full
     assert Mcp(envoy.mcp_url).call_tool("InventoryService_ListWarehouses", {})["isError"] is False
     assert refreshes(envoy, "changed") >= 2
     assert "gRPC server reflection: serving 3 tools (before: 1)" in envoy.logs()
 
-    # And back: a method removed upstream disappears, and calling it says it is unknown.
-    restart(upstream, "--api", "small")
-    wait_until(lambda: listed(mcp) == ["InventoryService_GetStock"], "the small API again")
+    # And back, seen by a handshake-era session: a method removed upstream disappears, and
+    # calling it says it is unknown.
+    before, after = sdk_follows(envoy.mcp_url, "legacy", lambda: restart(upstream, "--api", "small"), ["InventoryService_GetStock"])
+    assert (before, after) == (full, ["InventoryService_GetStock"])
     body = {"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "InventoryService_Reserve", "arguments": {}}}
     answer = mcp.post(body, headers={"mcp-protocol-version": "2025-11-25"}).json()
     assert answer["error"]["message"].startswith('Invalid params: unknown tool "InventoryService_Reserve"')
