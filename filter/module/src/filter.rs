@@ -26,9 +26,8 @@ const TICK: Duration = Duration::from_millis(500);
 
 /// One filter configuration, shared by every worker thread.
 pub struct Config {
-    /// The server new requests get; reflection swaps it when the upstream's API changes
-    /// (requests in flight keep the one they started with).
-    server: RwLock<Arc<Server>>,
+    /// The server new requests get.
+    server: ServerSlot,
     /// Reads the services with `from_reflection`, if there are any.
     live: Option<LiveCatalog>,
     /// Runs the refreshes' clock; stopped (its thread joined) when the configuration goes.
@@ -91,7 +90,10 @@ impl Config {
             );
         }
         Ok(Config {
-            server: RwLock::new(Arc::new(server)),
+            server: match discovery {
+                Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
+                None => ServerSlot::Fixed(Box::new(server)),
+            },
             live: discovery.map(LiveCatalog::new),
             ticker: None,
             metric_ids,
@@ -100,8 +102,11 @@ impl Config {
     }
 
     /// The server for a new request.
-    fn current(&self) -> Arc<Server> {
-        Arc::clone(&self.server.read().unwrap_or_else(PoisonError::into_inner))
+    fn current(&'static self) -> ServerRef {
+        match &self.server {
+            ServerSlot::Fixed(server) => ServerRef::Fixed(server),
+            ServerSlot::Live(slot) => ServerRef::Live(Arc::clone(&slot.read().unwrap_or_else(PoisonError::into_inner))),
+        }
     }
 
     /// How often the configuration needs its scheduled hook: only if it reads reflection.
@@ -153,14 +158,21 @@ impl Config {
         if let Some((id, labels)) = self.stat_of(&sample) {
             host.increment(id, labels, sample.value);
         }
-        let before = self.current().catalog().tool_count();
+        let ServerSlot::Live(slot) = &self.server else {
+            return;
+        };
+        let before = slot
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .catalog()
+            .tool_count();
         match refreshed {
             Refreshed::Changed(server) => {
                 log::info!(
                     "gRPC server reflection: serving {} tools (before: {before})",
                     server.catalog().tool_count()
                 );
-                *self.server.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
+                *slot.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
             }
             Refreshed::Unchanged => {}
             Refreshed::Failed(why) => {
@@ -178,6 +190,20 @@ impl Config {
         let id = self.metric_ids.get(index).copied().flatten()?;
         Some((id, &sample.labels))
     }
+}
+
+/// Where a configuration keeps its server: fixed for its life, or swapped by reflection
+/// (requests in flight keep the one they started with).
+enum ServerSlot {
+    Fixed(Box<Server>),
+    Live(RwLock<Arc<Server>>),
+}
+
+/// A request's server: borrowed from a fixed slot (no count to keep on the hot path), or a
+/// share of the live one.
+enum ServerRef {
+    Fixed(&'static Server),
+    Live(Arc<Server>),
 }
 
 /// What a hook tells Envoy to do with the stream.
@@ -231,7 +257,7 @@ struct Response {
 pub struct Exchange {
     config: &'static Config,
     /// The configuration's server when the request came.
-    server: Arc<Server>,
+    server: ServerRef,
     state: RefCell<State>,
     /// What this request told, published with its answer.
     observed: RefCell<Observations>,
@@ -248,7 +274,10 @@ impl Exchange {
     }
 
     fn server(&self) -> &Server {
-        &self.server
+        match &self.server {
+            ServerRef::Fixed(server) => server,
+            ServerRef::Live(server) => server,
+        }
     }
 
     pub fn request_headers(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
