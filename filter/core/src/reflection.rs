@@ -28,6 +28,9 @@ use crate::upstream::{answer, grpc_frame, grpc_timeout, unframe_all, CallEnd};
 const MAX_ROUNDS: usize = 16;
 /// How soon a refresh is tried again after a failure, at most (the interval, if shorter).
 const RETRY_AFTER: Duration = Duration::from_secs(5);
+/// The largest reflection answer a host reads: a thousand-method API's descriptors are a few
+/// hundred kilobytes.
+pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 /// Imports that may be taken from the filter's own copies when a server's reflection lacks them.
 const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
 

@@ -329,26 +329,16 @@ impl ConfigHost {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut headers = module_pairs(headers);
-        let mut id = 0u64;
-        // SAFETY: the config pointer on the main thread, in one of its hooks (rule 7); every
-        // buffer is module memory for the call (rule 2); `id` is written on success.
-        let result = unsafe {
-            envoy_dynamic_module_callback_http_filter_config_start_http_stream(
+        // SAFETY: the config pointer on the main thread, in one of its hooks (rule 7).
+        unsafe {
+            start_stream(
+                envoy_dynamic_module_callback_http_filter_config_start_http_stream,
                 self.config,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                headers.as_mut_ptr(),
-                headers.len(),
-                ModuleBuffer::of(body),
-                true,
+                cluster,
+                headers,
+                body,
                 timeout_ms,
             )
-        };
-        if result == CALLOUT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(result)
         }
     }
 
@@ -653,26 +643,66 @@ impl Stream {
         body: &[u8],
         timeout_ms: u64,
     ) -> Result<u64, u32> {
-        let mut headers = module_pairs(headers);
-        let mut id = 0u64;
-        // SAFETY: every buffer is module memory for the call (rule 2); `id` is written on success.
-        let result = unsafe {
-            envoy_dynamic_module_callback_http_filter_start_http_stream(
+        // SAFETY: this stream's pointer, in one of its hooks (rule 4).
+        unsafe {
+            start_stream(
+                envoy_dynamic_module_callback_http_filter_start_http_stream,
                 self.filter,
-                &mut id,
-                ModuleBuffer::of(cluster.as_bytes()),
-                headers.as_mut_ptr(),
-                headers.len(),
-                ModuleBuffer::of(body),
-                true,
+                cluster,
+                headers,
+                body,
                 timeout_ms,
             )
-        };
-        if result == CALLOUT_SUCCESS {
-            Ok(id)
-        } else {
-            Err(result)
         }
+    }
+}
+
+/// Envoy's two ways to start an HTTP stream, from a stream or from a configuration: the same
+/// shape, with the owner's pointer first.
+type StartStream = unsafe extern "C" fn(
+    *mut c_void,
+    *mut u64,
+    ModuleBuffer,
+    *mut ModuleHttpHeader,
+    usize,
+    ModuleBuffer,
+    bool,
+    u64,
+) -> u32;
+
+/// Starts an HTTP request to `cluster`, sent whole (end of stream with the body); the id its
+/// answer comes back under, or Envoy's callout result.
+///
+/// # Safety
+/// `owner` is the pointer `start` takes, valid here (rules 4 and 7).
+unsafe fn start_stream(
+    start: StartStream,
+    owner: *mut c_void,
+    cluster: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+    timeout_ms: u64,
+) -> Result<u64, u32> {
+    let mut headers = module_pairs(headers);
+    let mut id = 0u64;
+    // SAFETY: `owner` by the caller's contract; every buffer is module memory for the call
+    // (rule 2); `id` is written on success.
+    let result = unsafe {
+        start(
+            owner,
+            &mut id,
+            ModuleBuffer::of(cluster.as_bytes()),
+            headers.as_mut_ptr(),
+            headers.len(),
+            ModuleBuffer::of(body),
+            true,
+            timeout_ms,
+        )
+    };
+    if result == CALLOUT_SUCCESS {
+        Ok(id)
+    } else {
+        Err(result)
     }
 }
 

@@ -8,14 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use switchblade_core::http::header_pairs;
-use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step};
+use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
 
 use crate::abi::ConfigHost;
 use crate::filter::now;
-
-/// The largest reflection answer kept: a thousand-method API's descriptors are a few hundred
-/// kilobytes.
-const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 
 /// The configuration's reflection refreshes.
 pub struct LiveCatalog {

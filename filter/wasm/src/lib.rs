@@ -27,7 +27,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{Observations, LOG_NAMESPACE};
-use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step};
+use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{call_end, too_large, CallEnd};
 
@@ -58,9 +58,12 @@ impl Context for Root {
         let (Some(id), Some(discovery)) = (self.reflection_calls.remove(&token), self.discovery.as_mut()) else {
             return;
         };
-        let headers = map_bytes(MapType::HttpCallResponseHeaders, headers);
-        let trailers = map_bytes(MapType::HttpCallResponseTrailers, trailers);
-        let body = buffer(BufferType::HttpCallResponseBody, body_size);
+        if body_size > MAX_ANSWER_BYTES {
+            let reason = format!("an answer of {body_size} bytes, over {MAX_ANSWER_BYTES}");
+            let step = discovery.file(id, ReflectionAnswer::Failed(&reason), now());
+            return self.follow(step);
+        }
+        let (headers, body, trailers) = call_response(headers, body_size, trailers);
         let (headers, trailers) = (header_pairs(&headers), header_pairs(&trailers));
         let answer = ReflectionAnswer::Http {
             headers: &headers,
@@ -227,9 +230,7 @@ impl Context for Exchange {
         if let Some(too_large) = too_large(body_size, server.limits().max_response_bytes) {
             server.file(reply, &call, too_large, now(), observed);
         } else {
-            let headers = map_bytes(MapType::HttpCallResponseHeaders, headers);
-            let trailers = map_bytes(MapType::HttpCallResponseTrailers, trailers);
-            let body = buffer(BufferType::HttpCallResponseBody, body_size);
+            let (headers, body, trailers) = call_response(headers, body_size, trailers);
             let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
             server.file(reply, &call, end, now(), observed);
         }
@@ -379,7 +380,19 @@ fn now() -> Duration {
 
 /// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty
 /// map is not asked for: the SDK panics on the status the host answers for a missing one.
-fn map_bytes(map: MapType, count: usize) -> Vec<(String, Bytes)> {
+/// A header map read from the host: names, and values as bytes.
+type HeaderMapBytes = Vec<(String, Bytes)>;
+
+/// The headers, body and trailers of a callout's answer, in its `on_http_call_response`.
+fn call_response(headers: usize, body_size: usize, trailers: usize) -> (HeaderMapBytes, Bytes, HeaderMapBytes) {
+    (
+        map_bytes(MapType::HttpCallResponseHeaders, headers),
+        buffer(BufferType::HttpCallResponseBody, body_size),
+        map_bytes(MapType::HttpCallResponseTrailers, trailers),
+    )
+}
+
+fn map_bytes(map: MapType, count: usize) -> HeaderMapBytes {
     if count == 0 {
         return Vec::new();
     }

@@ -130,6 +130,30 @@ fn tool_names(server: &Server) -> Vec<String> {
     server.catalog().tools().map(|tool| tool.name.clone()).collect()
 }
 
+fn headers(version: &str, method: Option<&str>) -> McpHeaders {
+    McpHeaders {
+        content_type: Some("application/json".into()),
+        accept: Some("application/json".into()),
+        protocol_version: Some(version.into()),
+        mcp_method: method.map(Into::into),
+        ..McpHeaders::default()
+    }
+}
+
+/// The server's answer to a POST it answers without calling out.
+fn answer_at_once(server: &Server, headers: McpHeaders, body: &Value) -> Value {
+    let body = body.to_string();
+    let request = McpRequest {
+        headers: &headers,
+        body: body.as_bytes(),
+        caller: &crate::access::Caller::Anyone,
+    };
+    let Outcome::Respond(response) = server.handle(request, &mut Observations::default()) else {
+        panic!("answered at once");
+    };
+    serde_json::from_slice(&response.body).unwrap()
+}
+
 #[test]
 fn reflected_services_are_pending_until_read_and_then_served() {
     let config = config("");
@@ -164,23 +188,8 @@ fn reflected_services_are_pending_until_read_and_then_served() {
 fn a_call_while_the_tools_are_not_known_yet_says_so() {
     let config = config("");
     let server = Server::new(&config, &embedded_pool().unwrap()).unwrap();
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        accept: Some("application/json".into()),
-        protocol_version: Some("2025-11-25".into()),
-        ..McpHeaders::default()
-    };
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "CatalogService_Search"}})
-        .to_string();
-    let request = McpRequest {
-        headers: &headers,
-        body: body.as_bytes(),
-        caller: &crate::access::Caller::Anyone,
-    };
-    let Outcome::Respond(response) = server.handle(request, &mut Observations::default()) else {
-        panic!("answered at once");
-    };
-    let answer: Value = serde_json::from_slice(&response.body).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "CatalogService_Search"}});
+    let answer = answer_at_once(&server, headers("2025-11-25", None), &body);
     assert_eq!(
         answer["error"]["message"],
         "Invalid params: unknown tool \"CatalogService_Search\"; the tools of demo.catalog.v1.CatalogService are not known yet (their descriptors are being read through gRPC server reflection); call tools/list again shortly"
@@ -377,24 +386,9 @@ fn a_thousand_methods_become_a_thousand_tools_and_a_larger_api_is_a_change() {
 fn the_list_ttl_is_no_longer_than_the_reflection_interval() {
     let config = config(r#", "reflection": {"interval_ms": 2000}"#);
     let server = Server::new(&config, &embedded_pool().unwrap()).unwrap();
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        accept: Some("application/json".into()),
-        protocol_version: Some("2026-07-28".into()),
-        mcp_method: Some("tools/list".into()),
-        ..McpHeaders::default()
-    };
     let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}});
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}).to_string();
-    let request = McpRequest {
-        headers: &headers,
-        body: body.as_bytes(),
-        caller: &crate::access::Caller::Anyone,
-    };
-    let Outcome::Respond(response) = server.handle(request, &mut Observations::default()) else {
-        panic!("answered at once");
-    };
-    let answer: Value = serde_json::from_slice(&response.body).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}});
+    let answer = answer_at_once(&server, headers("2026-07-28", Some("tools/list")), &body);
     assert_eq!(answer["result"]["ttlMs"], 2000);
     let error = PluginConfig::parse(
         format!(r#"{{"services": {{"{CATALOG}": {{"cluster": "c", "from_reflection": true}}}}, "reflection": {{"interval_ms": 10}}}}"#).as_bytes(),
