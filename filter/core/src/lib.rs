@@ -24,6 +24,7 @@ pub mod server;
 pub mod upstream;
 
 mod eras;
+mod fingerprint;
 mod grpc_status;
 mod jsonrpc;
 mod status_details;

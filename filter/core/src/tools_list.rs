@@ -196,14 +196,9 @@ fn decode_cursor(cursor: &str) -> Option<(u64, usize)> {
 /// FNV-1a over the listed tool names and the page size: stable across VMs running this
 /// build, and different for lists that show different tools.
 fn fingerprint(tools: &[&Tool], page_size: usize) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    let names = tools.iter().map(|tool| tool.name.as_bytes());
     let page = page_size.to_le_bytes();
-    names
-        .chain(std::iter::once(&page[..]))
-        .flat_map(|bytes| bytes.iter().chain(b"\0"))
-        .fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME))
+    let names = tools.iter().map(|tool| tool.name.as_bytes());
+    crate::fingerprint::fingerprint(names.chain(std::iter::once(&page[..])))
 }
 
 #[cfg(test)]

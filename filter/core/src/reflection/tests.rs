@@ -1,9 +1,13 @@
+use super::protocol::{Answer, ErrorResponse, FileDescriptorResponse, ReflectionRequest, ReflectionResponse};
 use super::*;
+use crate::http::HeaderPair;
 use crate::http::McpHeaders;
 use crate::observe::Observations;
 use crate::server::{McpRequest, Outcome};
+use crate::upstream::{grpc_frame, unframe_all};
+use prost::Message;
 use prost_reflect::FileDescriptor;
-use prost_types::{DescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};
+use prost_types::{DescriptorProto, FileDescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};
 use serde_json::{json, Value};
 
 const CATALOG: &str = "demo.catalog.v1.CatalogService";

@@ -12,17 +12,18 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
-use prost::Message;
 use prost_reflect::DescriptorPool;
-use prost_types::FileDescriptorProto;
+
+mod protocol;
+
+use protocol::{read_answer, Heard, Question, Version};
+pub use protocol::{ReflectionAnswer, ReflectionCall};
 
 use crate::config::PluginConfig;
-use crate::descriptors::{embedded_pool, encode_set, keep_only_comments};
-use crate::grpc_status::{status_name, UNIMPLEMENTED};
-use crate::http::HeaderPair;
+use crate::descriptors::{embedded_pool, encode_set};
+use crate::fingerprint::fingerprint;
 use crate::observe::{Metric, Sample};
 use crate::server::Server;
-use crate::upstream::{answer, grpc_frame, grpc_timeout, unframe_all, CallEnd};
 
 /// Rounds of imports one refresh may follow (a file, its imports, theirs, …).
 const MAX_ROUNDS: usize = 16;
@@ -34,68 +35,6 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 /// Imports that may be taken from the filter's own copies when a server's reflection lacks them.
 const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
 
-/// The reflection service, in its two published versions (the same messages).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Version {
-    V1,
-    V1Alpha,
-}
-
-impl Version {
-    fn path(self) -> &'static str {
-        match self {
-            Version::V1 => "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
-            Version::V1Alpha => "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
-        }
-    }
-}
-
-/// `grpc.reflection.v1.ServerReflectionRequest`, the questions asked here.
-#[derive(Clone, PartialEq, Message)]
-struct ReflectionRequest {
-    #[prost(string, tag = "1")]
-    host: String,
-    #[prost(oneof = "Question", tags = "3, 4")]
-    question: Option<Question>,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum Question {
-    #[prost(string, tag = "3")]
-    FileByFilename(String),
-    #[prost(string, tag = "4")]
-    FileContainingSymbol(String),
-}
-
-/// `grpc.reflection.v1.ServerReflectionResponse`, the answers read here (others are skipped).
-#[derive(Clone, PartialEq, Message)]
-struct ReflectionResponse {
-    #[prost(oneof = "Answer", tags = "4, 7")]
-    answer: Option<Answer>,
-}
-
-#[derive(Clone, PartialEq, prost::Oneof)]
-enum Answer {
-    #[prost(message, tag = "4")]
-    Files(FileDescriptorResponse),
-    #[prost(message, tag = "7")]
-    Error(ErrorResponse),
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct FileDescriptorResponse {
-    #[prost(bytes = "vec", repeated, tag = "1")]
-    file_descriptor_proto: Vec<Vec<u8>>,
-}
-
-#[derive(Clone, PartialEq, Message)]
-struct ErrorResponse {
-    #[prost(int32, tag = "1")]
-    error_code: i32,
-    #[prost(string, tag = "2")]
-    error_message: String,
-}
-
 /// One cluster and the services read from it.
 #[derive(Debug)]
 struct Target {
@@ -103,56 +42,6 @@ struct Target {
     services: Vec<String>,
     /// The version the cluster answered last (v1 first; v1alpha once v1 is unimplemented).
     version: Version,
-}
-
-/// One reflection call for the host to make.
-#[derive(Debug, Clone)]
-pub struct ReflectionCall {
-    /// Hand it back to [`Discovery::file`] with the answer.
-    pub id: u64,
-    cluster: String,
-    path: &'static str,
-    grpc_timeout: String,
-    timeout: Duration,
-    body: Vec<u8>,
-}
-
-impl ReflectionCall {
-    pub fn cluster(&self) -> &str {
-        &self.cluster
-    }
-
-    pub fn timeout(&self) -> Duration {
-        self.timeout
-    }
-
-    pub fn http_headers(&self) -> Vec<(&str, &str)> {
-        vec![
-            (":method", "POST"),
-            (":path", self.path),
-            (":authority", self.cluster.as_str()),
-            ("content-type", "application/grpc"),
-            ("te", "trailers"),
-            ("grpc-timeout", self.grpc_timeout.as_str()),
-        ]
-    }
-
-    /// Every question, each in its own gRPC frame.
-    pub fn http_body(&self) -> &[u8] {
-        &self.body
-    }
-}
-
-/// How one call ended, as the host saw it.
-#[derive(Debug, Clone, Copy)]
-pub enum ReflectionAnswer<'a> {
-    Http {
-        headers: &'a [HeaderPair<'a>],
-        body: &'a [u8],
-        trailers: &'a [HeaderPair<'a>],
-    },
-    /// The host could not make the call, or it broke.
-    Failed(&'a str),
 }
 
 /// How a refresh ended.
@@ -315,26 +204,12 @@ impl Discovery {
     fn call(&mut self, round: &mut Round, target: usize, questions: Vec<Question>) -> ReflectionCall {
         let id = self.next_id;
         self.next_id += 1;
-        let mut body = Vec::new();
-        for question in &questions {
-            let request = ReflectionRequest {
-                host: String::new(),
-                question: Some(question.clone()),
-            };
-            body.extend(grpc_frame(&request.encode_to_vec()));
-        }
         let (cluster, version) = self.targets.get(target).map_or((String::new(), Version::V1), |target| {
             (target.cluster.clone(), target.version)
         });
+        let call = ReflectionCall::new(id, cluster, version, &questions, self.timeout);
         round.out.insert(id, (target, questions));
-        ReflectionCall {
-            id,
-            cluster,
-            path: version.path(),
-            grpc_timeout: grpc_timeout(self.timeout),
-            timeout: self.timeout,
-            body,
-        }
+        call
     }
 
     /// Files how call `id` ended, at `now` on the host's clock.
@@ -380,72 +255,33 @@ impl Discovery {
 
     /// Reads one call's answer into the round.
     fn read(&mut self, answer: ReflectionAnswer<'_>, target: usize, round: &mut Round) -> Result<(), Retry> {
-        let (headers, body, trailers) = match answer {
-            ReflectionAnswer::Failed(reason) => return Err(Retry::No(format!("the reflection call failed: {reason}"))),
-            ReflectionAnswer::Http {
-                headers,
-                body,
-                trailers,
-            } => (headers, body, trailers),
-        };
-        let reply = answer_of(headers, body, trailers)?;
-        if reply.0 == UNIMPLEMENTED {
-            let Some(target) = self.targets.get_mut(target) else {
-                return Err(Retry::No("no such target".into()));
-            };
-            if target.version == Version::V1 {
-                target.version = Version::V1Alpha;
-                return Err(Retry::V1Alpha);
+        match read_answer(answer).map_err(Retry::No)? {
+            Heard::Unimplemented => {
+                let Some(target) = self.targets.get_mut(target) else {
+                    return Err(Retry::No("no such target".into()));
+                };
+                if target.version == Version::V1 {
+                    target.version = Version::V1Alpha;
+                    return Err(Retry::V1Alpha);
+                }
+                // Ask v1 first again next time: the server may have been upgraded.
+                target.version = Version::V1;
+                Err(Retry::No(
+                    "the server does not offer gRPC server reflection (neither grpc.reflection.v1 nor v1alpha)".into(),
+                ))
             }
-            // Ask v1 first again next time: the server may have been upgraded.
-            target.version = Version::V1;
-            return Err(Retry::No(
-                "the server does not offer gRPC server reflection (neither grpc.reflection.v1 nor v1alpha)".into(),
-            ));
-        }
-        if reply.0 != 0 {
-            return Err(Retry::No(format!(
-                "reflection answered {}: {}",
-                status_name(reply.0),
-                reply.1
-            )));
-        }
-        let frames =
-            unframe_all(body).map_err(|problem| Retry::No(format!("a garbled reflection answer: {problem}")))?;
-        for frame in frames {
-            let response = ReflectionResponse::decode(frame)
-                .map_err(|error| Retry::No(format!("a garbled reflection answer: {error}")))?;
-            match response.answer {
-                Some(Answer::Files(files)) => {
-                    for bytes in files.file_descriptor_proto {
-                        let garbled = |error: String| Retry::No(format!("a garbled file descriptor: {error}"));
-                        // Decoded for its name and imports; kept as it came, for its options.
-                        let file = FileDescriptorProto::decode(bytes.as_slice())
-                            .map_err(|error| garbled(error.to_string()))?;
-                        let name = file.name().to_owned();
-                        if name.is_empty() {
-                            return Err(Retry::No("a file descriptor without a name".into()));
-                        }
-                        let bytes = keep_only_comments(&bytes).map_err(garbled)?;
-                        round.asked.insert(name.clone());
-                        round.files.entry(name).or_insert(ReflectedFile {
-                            bytes,
-                            imports: file.dependency,
-                            target,
-                        });
-                    }
+            Heard::Files(files) => {
+                for file in files {
+                    round.asked.insert(file.name.clone());
+                    round.files.entry(file.name).or_insert(ReflectedFile {
+                        bytes: file.bytes,
+                        imports: file.imports,
+                        target,
+                    });
                 }
-                Some(Answer::Error(error)) => {
-                    return Err(Retry::No(format!(
-                        "reflection answered {}: {}",
-                        status_name(u32::try_from(error.error_code).unwrap_or(2)),
-                        error.error_message
-                    )))
-                }
-                None => return Err(Retry::No("a reflection answer with neither files nor an error".into())),
+                Ok(())
             }
         }
-        Ok(())
     }
 
     /// Calls for the imports no file read so far provides, to the cluster whose file needs them.
@@ -508,7 +344,8 @@ impl Discovery {
         if !round.problems.is_empty() {
             return Refreshed::Failed(round.problems.join("; "));
         }
-        let digest = digest(round.files.values().map(|file| file.bytes.as_slice()));
+        // The files in name order: the same API gives the same digest.
+        let digest = fingerprint(round.files.values().map(|file| file.bytes.as_slice()));
         if self.last_good == Some(digest) {
             return Refreshed::Unchanged;
         }
@@ -556,41 +393,6 @@ enum Retry {
     /// v1 is not there: ask v1alpha.
     V1Alpha,
     No(String),
-}
-
-/// The gRPC status and its message, or why there is none.
-fn answer_of<'a>(
-    headers: &[HeaderPair<'a>],
-    body: &'a [u8],
-    trailers: &[HeaderPair<'a>],
-) -> Result<(u32, String), Retry> {
-    match answer(headers, body, trailers) {
-        Ok(reply) => {
-            let message = reply
-                .message
-                .map(|message| crate::grpc_status::readable_message(&String::from_utf8_lossy(message)))
-                .unwrap_or_default();
-            Ok((reply.status, message))
-        }
-        Err(CallEnd::DeadlinePassed) => Err(Retry::No("the reflection call timed out".into())),
-        Err(CallEnd::Reset) => Err(Retry::No("the connection failed before an answer".into())),
-        Err(CallEnd::HttpError { status, .. }) => Err(Retry::No(format!(
-            "HTTP {status} without a gRPC status: not a gRPC server, or no such cluster"
-        ))),
-        Err(CallEnd::Malformed { problem }) => Err(Retry::No(format!("a garbled reflection answer: {problem}"))),
-        Err(CallEnd::NotStarted { reason }) => Err(Retry::No(format!("the reflection call did not start: {reason}"))),
-        Err(CallEnd::TooLarge { size }) => Err(Retry::No(format!("a reflection answer of {size} bytes"))),
-        Err(CallEnd::Replied(_)) => Err(Retry::No("an unexpected answer".into())),
-    }
-}
-
-/// FNV-1a over the files' bytes (in name order), to tell a changed API from the same one.
-fn digest<'a>(files: impl Iterator<Item = &'a [u8]>) -> u64 {
-    const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
-    const PRIME: u64 = 0x0100_0000_01b3;
-    files
-        .flat_map(|bytes| bytes.iter().chain(&[0]))
-        .fold(OFFSET, |hash, byte| (hash ^ u64::from(*byte)).wrapping_mul(PRIME))
 }
 
 #[cfg(test)]
