@@ -83,12 +83,6 @@ impl Config {
                 None => "tool calls as HTTP callouts".to_owned(),
             }
         );
-        if discovery.is_some() {
-            log::info!(
-                "reading {} through gRPC server reflection; their tools are not known until it answers",
-                server.catalog().pending_services().join(", ")
-            );
-        }
         Ok(Config {
             server: match discovery {
                 Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
@@ -161,23 +155,14 @@ impl Config {
         let ServerSlot::Live(slot) = &self.server else {
             return;
         };
-        let before = slot
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .catalog()
-            .tool_count();
-        match refreshed {
-            Refreshed::Changed(server) => {
-                log::info!(
-                    "gRPC server reflection: serving {} tools (before: {before})",
-                    server.catalog().tool_count()
-                );
-                *slot.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
-            }
-            Refreshed::Unchanged => {}
-            Refreshed::Failed(why) => {
-                log::warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
-            }
+        refreshed.log(
+            slot.read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .catalog()
+                .tool_count(),
+        );
+        if let Refreshed::Changed(server) = refreshed {
+            *slot.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
         }
     }
 

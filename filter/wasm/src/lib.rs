@@ -22,7 +22,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
-use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType};
+use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, Status};
 use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
@@ -87,14 +87,7 @@ impl Root {
 
     fn dispatch(&mut self, calls: Vec<ReflectionCall>) {
         for call in calls {
-            let dispatched = hostcalls::dispatch_http_call(
-                call.cluster(),
-                call.http_headers(),
-                Some(call.http_body()),
-                Vec::new(),
-                call.timeout(),
-            );
-            match dispatched {
+            match call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout()) {
                 Ok(token) => {
                     self.reflection_calls.insert(token, call.id);
                 }
@@ -117,20 +110,10 @@ impl Root {
             Step::Call(calls) => self.dispatch(calls),
             Step::Done(refreshed) => {
                 self.stats.add(&refreshed.sample());
-                let before = self.server.as_ref().map_or(0, |server| server.catalog().tool_count());
-                match refreshed {
-                    Refreshed::Changed(server) => {
-                        info!(
-                            "gRPC server reflection: serving {} tools (before: {before})",
-                            server.catalog().tool_count()
-                        );
-                        // Requests already in flight keep the server they started with.
-                        self.server = Some(Rc::from(server));
-                    }
-                    Refreshed::Unchanged => {}
-                    Refreshed::Failed(why) => {
-                        warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
-                    }
+                refreshed.log(self.server.as_ref().map_or(0, |server| server.catalog().tool_count()));
+                if let Refreshed::Changed(server) = refreshed {
+                    // Requests already in flight keep the server they started with.
+                    self.server = Some(Rc::from(server));
                 }
             }
         }
@@ -160,16 +143,12 @@ impl RootContext for Root {
                     server.catalog().tool_count(),
                     server.mcp_path()
                 );
-                let pending = server.catalog().pending_services().join(", ");
                 self.server = Some(Rc::new(server));
                 self.stats = Rc::new(Stats::define());
                 self.stats.record_memory();
                 self.discovery = discovery;
                 self.reflection_calls.clear();
                 if self.discovery.is_some() {
-                    info!(
-                        "reading {pending} through gRPC server reflection; their tools are not known until it answers"
-                    );
                     if let Err(status) = hostcalls::set_tick_period(TICK) {
                         warn!("cannot set the tick period, so reflection is read once: {status:?}");
                     }
@@ -313,14 +292,7 @@ impl Exchange {
             Outcome::Await(reply) => reply,
         };
         for call in reply.take_calls_to_start() {
-            let dispatched = hostcalls::dispatch_http_call(
-                call.cluster(),
-                call.http_headers(),
-                Some(call.http_body()),
-                Vec::new(),
-                call.timeout(),
-            );
-            match dispatched {
+            match call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout()) {
                 Ok(token) => reply.started(u64::from(token), call, now()),
                 Err(status) => {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
@@ -378,8 +350,12 @@ fn now() -> Duration {
         .unwrap_or_default()
 }
 
-/// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty
-/// map is not asked for: the SDK panics on the status the host answers for a missing one.
+/// One HTTP callout: a request sent whole to `cluster`, answered in `on_http_call_response`
+/// under the token returned.
+fn call_out(cluster: &str, headers: Vec<(&str, &str)>, body: &[u8], timeout: Duration) -> Result<u32, Status> {
+    hostcalls::dispatch_http_call(cluster, headers, Some(body), Vec::new(), timeout)
+}
+
 /// A header map read from the host: names, and values as bytes.
 type HeaderMapBytes = Vec<(String, Bytes)>;
 
@@ -392,6 +368,8 @@ fn call_response(headers: usize, body_size: usize, trailers: usize) -> (HeaderMa
     )
 }
 
+/// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty
+/// map is not asked for: the SDK panics on the status the host answers for a missing one.
 fn map_bytes(map: MapType, count: usize) -> HeaderMapBytes {
     if count == 0 {
         return Vec::new();

@@ -73,6 +73,20 @@ impl Refreshed {
             Refreshed::Failed(_) => "failed",
         }
     }
+
+    /// Logs how the refresh ended, for a host whose current server has `before` tools.
+    pub fn log(&self, before: usize) {
+        match self {
+            Refreshed::Changed(server) => log::info!(
+                "gRPC server reflection: serving {} tools (before: {before})",
+                server.catalog().tool_count()
+            ),
+            Refreshed::Unchanged => {}
+            Refreshed::Failed(why) => {
+                log::warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
+            }
+        }
+    }
 }
 
 /// What the host does after filing an answer.
@@ -144,10 +158,19 @@ impl Discovery {
                 }),
             }
         }
-        (!targets.is_empty()).then(|| Discovery {
+        if targets.is_empty() {
+            return None;
+        }
+        let services: Vec<&str> = config.reflected_services().map(|(service, _)| service).collect();
+        log::info!(
+            "reading {} through gRPC server reflection; their tools are not known until it answers",
+            services.join(", ")
+        );
+        Some(Discovery {
             config: config.clone(),
             configured: configured.clone(),
-            embedded: embedded_pool().ok(),
+            // Without a descriptor set the configured pool is the embedded one already.
+            embedded: config.descriptor_set.as_ref().and_then(|_| embedded_pool().ok()),
             targets,
             timeout: Duration::from_millis(config.reflection.timeout_ms),
             interval: Duration::from_millis(config.reflection.interval_ms),

@@ -110,7 +110,8 @@ impl Server {
     /// Builds the server from the plugin configuration bytes, with the configuration's own
     /// descriptor set or the embedded one.
     pub fn from_config_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
-        Self::configure(bytes).map(|(server, _)| server)
+        let config = PluginConfig::parse(bytes)?;
+        Self::new(&config, &configured_pool(config.descriptor_set.as_deref())?)
     }
 
     /// The server of the plugin configuration bytes, and the discovery that reads its
