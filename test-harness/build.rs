@@ -16,6 +16,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "demo/users/v1/users.proto",
         "acme/inventory/v1/inventory.proto",
         "test/kitchensink/v1/kitchen_sink.proto",
+        "test/rules/v1/rules.proto",
     ];
     let mut compiler = protox::Compiler::new(includes)?;
     compiler

@@ -8,7 +8,26 @@ use std::path::Path;
 use prost::Message;
 use prost_types::{FileDescriptorProto, FileDescriptorSet};
 use protox::file::{FileResolver, GoogleFileResolver};
-use switchblade_core::descriptors::{encode_set, keep_only_comments, set_files};
+use switchblade_core::descriptors::{encode_set, keep_only_comments, set_files, EMBEDDED_DESCRIPTOR_SET};
+
+/// Switchblade's declaration of the `buf.validate` options (`proto/buf/validate/validate.proto`,
+/// the same wire numbers as protovalidate's file), for sets and sources that import it without
+/// carrying it. A copy the user provides is used first.
+pub const VALIDATE_PROTO: &str = "buf/validate/validate.proto";
+pub const VALIDATE_PROTO_SOURCE: &str = include_str!("../../proto/buf/validate/validate.proto");
+
+/// Resolves `buf/validate/validate.proto` to Switchblade's copy, after the include paths.
+pub struct BundledFiles;
+
+impl FileResolver for BundledFiles {
+    fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+        if name == VALIDATE_PROTO {
+            protox::file::File::from_source(name, VALIDATE_PROTO_SOURCE)
+        } else {
+            Err(protox::Error::file_not_found(name))
+        }
+    }
+}
 
 /// One file of a set: decoded, for its name and imports, and as it was encoded, for the rest.
 /// Decoding drops custom options (`google.api.field_behavior`, `buf.validate`), which the
@@ -116,8 +135,16 @@ pub fn missing_imports(files: &[File]) -> Vec<(String, String)> {
 }
 
 /// A well-known `google/protobuf/*.proto` file from protox's built-in copies (the ones the
-/// `.proto` route compiles against, without comments).
+/// `.proto` route compiles against, without comments), or `buf/validate/validate.proto` from
+/// the filter's embedded set.
 pub fn well_known(name: &str) -> Option<File> {
+    if name == VALIDATE_PROTO {
+        return set_files(EMBEDDED_DESCRIPTOR_SET)
+            .ok()?
+            .into_iter()
+            .filter_map(|bytes| File::decode(bytes.to_vec()).ok())
+            .find(|file| file.name() == VALIDATE_PROTO);
+    }
     if !name.starts_with("google/protobuf/") {
         return None;
     }
@@ -218,6 +245,7 @@ mod tests {
         assert!(well_known("google/protobuf/empty.proto").is_some());
         assert!(well_known("google/protobuf/nope.proto").is_none());
         assert!(well_known("google/api/field_behavior.proto").is_none());
+        assert_eq!(well_known(VALIDATE_PROTO).unwrap().name(), VALIDATE_PROTO);
     }
 
     #[test]

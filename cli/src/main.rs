@@ -12,6 +12,7 @@ use std::process::ExitCode;
 
 use base64::Engine;
 use clap::{Parser, Subcommand, ValueEnum};
+use protox::file::{ChainFileResolver, GoogleFileResolver, IncludeFileResolver};
 use serde_json::{json, Map, Value};
 use switchblade_core::config::parse_selector;
 use switchblade_core::observe::tag_extraction_rules;
@@ -150,8 +151,16 @@ fn descriptors(args: &ConfigArgs) -> Result<Vec<u8>, String> {
     compile(&args.protos, &args.includes)
 }
 
+/// The .proto route: the include paths, then Switchblade's `buf/validate/validate.proto`, then
+/// the well-known files.
 fn compile(protos: &[PathBuf], includes: &[PathBuf]) -> Result<Vec<u8>, String> {
-    let mut compiler = protox::Compiler::new(includes).map_err(|error| error.to_string())?;
+    let mut resolver = ChainFileResolver::new();
+    for include in includes {
+        resolver.add(IncludeFileResolver::new(include.clone()));
+    }
+    resolver.add(descriptor_sets::BundledFiles);
+    resolver.add(GoogleFileResolver::new());
+    let mut compiler = protox::Compiler::with_file_resolver(resolver);
     compiler.include_source_info(true).include_imports(true);
     compiler.open_files(protos).map_err(|error| error.to_string())?;
     // Encoded by protox itself, which keeps custom options (its decoded set would not).
@@ -307,7 +316,9 @@ fn tools(path: &PathBuf) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use descriptor_sets::File;
     use prost::Message;
+    use std::path::Path;
 
     fn users_args(format: Format) -> ConfigArgs {
         ConfigArgs {
@@ -413,6 +424,100 @@ mod tests {
         .unwrap();
         assert_eq!(echo_required(&from_protos), json!(["must"]));
         assert_eq!(echo_required(&from_set), json!(["must"]));
+    }
+
+    /// A user's .proto that imports `buf/validate/validate.proto`, in a directory of its own.
+    const RULED_PROTO: &str = r#"syntax = "proto3";
+package acme.shop.v1;
+import "buf/validate/validate.proto";
+service Shop { rpc Buy(BuyRequest) returns (BuyRequest); }
+message BuyRequest {
+  string sku = 1 [(buf.validate.field).string = {min_len: 3, pattern: "^[A-Z]+$"}];
+  int32 count = 2 [(buf.validate.field).int32.gt = 0];
+}
+"#;
+
+    /// A directory of this test run's own holding `shop.proto`.
+    fn shop_dir(name: &str, source: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("switchblade-cli-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("shop.proto"), source).unwrap();
+        dir
+    }
+
+    /// `switchblade config` of the shop in `dir`, with `dir` as the only include path.
+    fn shop_config(dir: &Path) -> Result<String, String> {
+        config(&ConfigArgs {
+            protos: vec!["shop.proto".into()],
+            includes: vec![dir.to_owned()],
+            descriptor_set: None,
+            ..set_args("acme.shop.v1.Shop", PathBuf::new())
+        })
+    }
+
+    fn buy_schema(config_json: &str) -> Value {
+        tool_list(config_json)
+            .into_iter()
+            .find(|tool| tool["name"] == "Shop_Buy")
+            .unwrap()["inputSchema"]
+            .clone()
+    }
+
+    #[test]
+    fn buf_validate_imports_need_no_extra_step() {
+        let dir = shop_dir("ruled", RULED_PROTO);
+        // The .proto route: no include path holds buf/validate/validate.proto.
+        let from_protos = shop_config(&dir).unwrap();
+        let schema = buy_schema(&from_protos);
+        assert_eq!(schema["properties"]["sku"]["minLength"], 3);
+        assert_eq!(schema["properties"]["count"]["exclusiveMinimum"], 0);
+        // A set that imports it without carrying it (as `buf build --exclude-imports` writes).
+        let mut compiler = protox::Compiler::new([dir.clone(), proto_dir()]).unwrap();
+        compiler.include_imports(true).open_files(["shop.proto"]).unwrap();
+        // Encoded by protox, byte for byte: a decoded set would have lost the options.
+        let whole = compiler.encode_file_descriptor_set();
+        let files = switchblade_core::descriptors::set_files(&whole).unwrap();
+        let shop = files
+            .into_iter()
+            .filter(|file| File::decode(file.to_vec()).unwrap().name() == "shop.proto");
+        let path = temp_file("shop.binpb", &switchblade_core::descriptors::encode_set(shop));
+        let from_set = config(&set_args("acme.shop.v1.Shop", path.clone())).unwrap();
+        std::fs::remove_file(path).unwrap();
+        std::fs::remove_dir_all(dir).unwrap();
+        assert_eq!(buy_schema(&from_set), schema);
+    }
+
+    #[test]
+    /// `switchblade config` refuses them as the filter would, naming the field.
+    fn rules_that_cannot_be_enforced_as_written_are_refused_at_load() {
+        let cases = [
+            (
+                r#"string sku = 1 [(buf.validate.field).string.pattern = "(unclosed"];"#,
+                "the configuration would be refused: in the descriptor set: the buf.validate rules of field \
+                 acme.shop.v1.BuyRequest.sku: the pattern `(unclosed` does not compile",
+            ),
+            (
+                r#"int32 count = 1 [(buf.validate.field).string.min_len = 1];"#,
+                "the configuration would be refused: in the descriptor set: the buf.validate rules of field \
+                 acme.shop.v1.BuyRequest.count: `string` rules on a field that takes `int32` rules",
+            ),
+            (
+                r#"repeated int32 counts = 1 [(buf.validate.field).int32.gt = 1];"#,
+                "the configuration would be refused: in the descriptor set: the buf.validate rules of field \
+                 acme.shop.v1.BuyRequest.counts: `int32` rules on a field that takes `repeated` rules",
+            ),
+        ];
+        for (field, expected) in cases {
+            let source = RULED_PROTO.replace(
+                r#"  string sku = 1 [(buf.validate.field).string = {min_len: 3, pattern: "^[A-Z]+$"}];
+  int32 count = 2 [(buf.validate.field).int32.gt = 0];"#,
+                &format!("  {field}"),
+            );
+            let dir = shop_dir("bad-rules", &source);
+            let error = shop_config(&dir).unwrap_err();
+            std::fs::remove_dir_all(dir).unwrap();
+            assert!(error.starts_with(expected), "{error}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! Any JSON as the arguments of the kitchen-sink tools (every field kind): transcoding, the
-//! strict checks, and the explanation of a refusal.
+//! Any JSON as the arguments of the kitchen-sink tools (every field kind) and the rules
+//! service's (every buf.validate rule family): transcoding, the strict checks, the rules, and
+//! the explanation of a refusal.
 #![no_main]
 
 #[path = "kitchen_sink.rs"]
@@ -9,7 +10,14 @@ use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(arguments) = std::str::from_utf8(data) else { return };
-    for tool in ["KitchenSinkService_Echo", "KitchenSinkService_EchoTree", "KitchenSinkService_EchoTime"] {
+    let tools = [
+        "KitchenSinkService_Echo",
+        "KitchenSinkService_EchoTree",
+        "KitchenSinkService_EchoTime",
+        "RulesService_PlaceOrder",
+        "RulesService_SetLevel",
+    ];
+    for tool in tools {
         kitchen_sink::call(tool, arguments, |_, _| ());
     }
 });

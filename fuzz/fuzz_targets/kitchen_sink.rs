@@ -1,5 +1,6 @@
-//! The server the kitchen-sink fuzz targets share: one per fuzzing thread, since the filter
-//! is single-threaded (it shares state with Rc).
+//! The server the kitchen-sink fuzz targets share (the kitchen sink's every field kind, and the
+//! buf.validate rules service's every rule family): one per fuzzing thread, since the filter is
+//! single-threaded (it shares state with Rc).
 
 use switchblade_core::access::Caller;
 use switchblade_core::http::McpHeaders;
@@ -8,7 +9,7 @@ use switchblade_core::server::{McpRequest, Outcome, Server};
 
 thread_local! {
     static SERVER: Server = {
-        let config = br#"{"services":{"test.kitchensink.v1.KitchenSinkService":{"cluster":"c"}}}"#;
+        let config = br#"{"services":{"test.kitchensink.v1.KitchenSinkService":{"cluster":"c"},"test.rules.v1.RulesService":{"cluster":"c"}}}"#;
         Server::from_config_bytes(config).expect("the fuzz configuration is valid")
     };
 }

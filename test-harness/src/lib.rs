@@ -6,6 +6,7 @@ pub mod control;
 pub mod inventory;
 pub mod kitchen_sink;
 pub mod reflection;
+pub mod rules;
 pub mod users;
 
 pub mod proto {
@@ -24,5 +25,8 @@ pub mod proto {
     }
     pub mod kitchen_sink {
         tonic::include_proto!("test.kitchensink.v1");
+    }
+    pub mod rules {
+        tonic::include_proto!("test.rules.v1");
     }
 }

@@ -5,13 +5,14 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::info;
+use log::{info, warn};
 use prost_reflect::{DescriptorPool, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
 use crate::docs::Docs;
 use crate::proto_json::gate::Gate;
+use crate::proto_json::rules::unenforced_rules;
 use crate::proto_json::schema::message_schema;
 use crate::proto_json::Direction;
 use crate::upstream::grpc_timeout;
@@ -69,8 +70,9 @@ impl Catalog {
     /// that name them are checked once they are known.
     pub fn build(config: &PluginConfig, pool: &DescriptorPool, reflected: bool) -> Result<Self, ConfigError> {
         let docs = Docs::from_pool(pool);
+        let gate = Gate::build(pool).map_err(|problem| ConfigError(format!("in the descriptor set: {problem}")))?;
         let mut catalog = Catalog {
-            gate: Gate::build(pool),
+            gate,
             ..Catalog::default()
         };
         let mut exposed = HashSet::new();
@@ -99,6 +101,14 @@ impl Catalog {
             }
         }
         check_overrides(&config.tools, &exposed, &catalog.pending)?;
+        let inputs = catalog.tools.iter().map(|tool| tool.method.input());
+        let unchecked = unenforced_rules(|name| catalog.gate.rules(name), inputs);
+        if !unchecked.is_empty() {
+            warn!(
+                "buf.validate CEL rules are shown in the tools' schemas but not checked by the gateway: {}",
+                unchecked.join(", ")
+            );
+        }
         Ok(catalog)
     }
 

@@ -8,6 +8,7 @@
 //! - a new MCP method: [`server::methods`];
 //! - a new proto-to-JSON rule: [`proto_json`] (the one table the schemas, the gate and the
 //!   error wording read);
+//! - a `buf.validate` rule: [`proto_json::rules`] (read, checked, and written into schemas);
 //! - the upstream call path: [`upstream`];
 //! - what is counted and logged: [`observe`].
 

@@ -268,7 +268,7 @@ impl Contract {
             .build(&schema)
             .unwrap();
         Contract {
-            gate: Gate::build(&pool),
+            gate: Gate::build(&pool).unwrap(),
             pool,
             message,
             schema,

@@ -27,8 +27,10 @@ use switchblade_test_harness::kitchen_sink::KitchenSink;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
+use switchblade_test_harness::proto::rules::rules_service_server::RulesServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::reflection::{descriptor_set, Api, GarbageReflection};
+use switchblade_test_harness::rules::Rules;
 use switchblade_test_harness::users::Users;
 
 struct Options {
@@ -123,7 +125,10 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .add_service(InventoryServiceServer::new(Inventory {
             control: control.clone(),
         }))
-        .add_service(KitchenSinkServiceServer::new(KitchenSink { control }))
+        .add_service(KitchenSinkServiceServer::new(KitchenSink {
+            control: control.clone(),
+        }))
+        .add_service(RulesServiceServer::new(Rules { control }))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
             shutdown(),

@@ -350,7 +350,7 @@ pub fn integer(number: &Number, range: IntRange) -> Result<(bool, u64), Option<&
 }
 
 /// Base64 in either alphabet, padded or not; `None` if it is not base64.
-fn base64_bytes(text: &str) -> Option<Vec<u8>> {
+pub(super) fn base64_bytes(text: &str) -> Option<Vec<u8>> {
     if !text
         .bytes()
         .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'-' | b'_' | b'='))

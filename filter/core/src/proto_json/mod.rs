@@ -16,6 +16,7 @@
 
 pub mod gate;
 pub mod render;
+pub mod rules;
 pub mod schema;
 
 mod decimal;

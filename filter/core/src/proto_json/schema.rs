@@ -12,6 +12,8 @@ use serde_json::{json, Map, Value};
 use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
 use crate::proto_json::gate::is_required;
+use crate::proto_json::rules::schema::{annotate, message_words};
+use crate::proto_json::rules::{rules_of, MessageRules};
 
 /// The schema of `message` as a tool's `inputSchema` or `outputSchema`.
 pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Value {
@@ -64,21 +66,36 @@ impl Builder<'_> {
     fn object(&mut self, message: &MessageDescriptor) -> Value {
         let mut properties = Map::new();
         let mut required = Vec::new();
+        // buf.validate rules constrain what goes in; answers are rendered as they come.
+        let rules = match self.direction {
+            Direction::Input => rules_of(message),
+            Direction::Output => MessageRules::default(),
+        };
         for field in message.fields() {
             let mut schema = self.field(&field);
-            if let Some(description) = self.field_description(&field) {
+            let rule_words = match rules.field(&field) {
+                Some(field_rules) => annotate(&field, field_rules, &mut schema),
+                None => Vec::new(),
+            };
+            let description = join_words(self.field_description(&field), &rule_words);
+            if let Some(description) = description {
                 if let Value::Object(map) = &mut schema {
                     map.insert("description".into(), Value::String(description));
                 }
             }
             properties.insert(field.name().to_owned(), schema);
-            if self.is_required(&field) {
+            // A field whose default breaks its rules must be given, whatever it is marked.
+            let default_fails = rules
+                .field(&field)
+                .is_some_and(|rules| rules.check_absent(&field).is_err());
+            if self.is_required(&field) || default_fails {
                 required.push(Value::String(field.name().to_owned()));
             }
         }
         let mut schema = Map::new();
         schema.insert("type".into(), json!("object"));
-        if let Some(description) = self.docs.message(message) {
+        let message_words = message_words(&rules);
+        if let Some(description) = join_words(self.docs.message(message).map(str::to_owned), &message_words) {
             schema.insert("description".into(), json!(description));
         }
         schema.insert("properties".into(), Value::Object(properties));
@@ -184,6 +201,18 @@ impl Builder<'_> {
         self.recursive.insert(target.to_owned(), found);
         found
     }
+}
+
+/// A description, then the words of its rules.
+fn join_words(description: Option<String>, words: &[String]) -> Option<String> {
+    if words.is_empty() {
+        return description;
+    }
+    let rules = words.join(" ");
+    Some(match description {
+        Some(description) => format!("{description} {rules}"),
+        None => rules,
+    })
 }
 
 fn field_messages(message: &MessageDescriptor) -> impl Iterator<Item = MessageDescriptor> + '_ {

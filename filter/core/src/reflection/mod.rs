@@ -34,6 +34,13 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 /// Imports that may be taken from the filter's own copies when a server's reflection lacks them.
 const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
+/// Switchblade's declaration of the buf.validate options, for servers that leave it out.
+const VALIDATE_PROTO: &str = "buf/validate/validate.proto";
+
+/// A file the filter takes from its own copies when a server does not serve it.
+fn is_well_known(name: &str) -> bool {
+    name.starts_with(WELL_KNOWN_PREFIX) || name == VALIDATE_PROTO
+}
 
 /// One cluster and the services read from it.
 #[derive(Debug)]
@@ -358,7 +365,7 @@ impl Discovery {
     /// A well-known file the filter has its own copy of.
     fn well_known(&self, name: &str) -> Option<()> {
         let local = |pool: &DescriptorPool| pool.get_file_by_name(name).map(|_| ());
-        name.starts_with(WELL_KNOWN_PREFIX)
+        is_well_known(name)
             .then(|| local(&self.configured).or_else(|| self.embedded.as_ref().and_then(local)))
             .flatten()
     }
@@ -391,7 +398,7 @@ impl Discovery {
             .embedded
             .iter()
             .flat_map(DescriptorPool::files)
-            .filter(|file| file.name().starts_with(WELL_KNOWN_PREFIX));
+            .filter(|file| is_well_known(file.name()));
         let mut seen: HashSet<String> = reflected.keys().cloned().collect();
         let local: Vec<Vec<u8>> = self
             .configured

@@ -1,7 +1,9 @@
 //! The gate: tool arguments (JSON) to the request message's protobuf bytes, in one walk that
 //! holds every value to the mapping table ([`Form`]) and writes the wire bytes as it goes. A
 //! value the table refuses stops the walk with its JSON path, what the field takes and what
-//! was given, so nothing the schema does not promise reaches an upstream.
+//! was given, so nothing the schema does not promise reaches an upstream. A field that reads
+//! is then held to its `buf.validate` rules ([`super::rules`]), and so is a message, once its
+//! fields are read.
 
 mod refusal;
 mod required;
@@ -13,23 +15,34 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
 use super::form::{encode_key, scalar, Encoded};
+use super::rules::{check_exclusive, pool_rules, MessageRules, Place};
 use super::time::{parse_duration, parse_timestamp};
 use super::well_known::is_field_mask_shape;
 use super::wire::put_len;
 use super::{field_by_key, json_type, Form, KeyForm, WellKnown};
+pub(crate) use refusal::shown;
 pub use refusal::ArgumentError;
 use refusal::{refusal, refusal_with};
 pub use required::is_required;
-use well_known::{json_value, list_values, snake_case, struct_fields};
+pub(crate) use well_known::snake_case;
+use well_known::{json_value, list_values, struct_fields};
 
 const ANY_TYPE_KEY: &str = "@type";
 
-/// The gate of one descriptor pool: which fields each message requires, and where the
-/// messages inside `Any` values are found.
+/// The gate of one descriptor pool: which fields each message requires, the `buf.validate`
+/// rules of each message that has any, and where the messages inside `Any` values are found.
 #[derive(Debug, Default)]
 pub struct Gate {
-    required: HashMap<String, Vec<FieldDescriptor>>,
+    /// By message full name, for the messages that have either; one lookup per message.
+    checks: HashMap<String, Checks>,
     pool: DescriptorPool,
+}
+
+/// What one message asks of its fields beyond their types.
+#[derive(Debug, Default)]
+struct Checks {
+    required: Vec<FieldDescriptor>,
+    rules: Option<MessageRules>,
 }
 
 /// Why a value was refused: for itself (with a detail, if the field's words are not enough),
@@ -90,18 +103,27 @@ impl Path<'_> {
 }
 
 impl Gate {
-    pub fn build(pool: &DescriptorPool) -> Self {
-        let required = pool
-            .all_messages()
-            .filter_map(|message| {
-                let fields: Vec<FieldDescriptor> = message.fields().filter(|field| is_required(pool, field)).collect();
-                (!fields.is_empty()).then(|| (message.full_name().to_owned(), fields))
-            })
-            .collect();
-        Gate {
-            required,
-            pool: pool.clone(),
+    /// The gate of `pool`; or why a `buf.validate` rule in it cannot be enforced as written.
+    pub fn build(pool: &DescriptorPool) -> Result<Self, String> {
+        let mut checks: HashMap<String, Checks> = HashMap::new();
+        for message in pool.all_messages() {
+            let required: Vec<FieldDescriptor> = message.fields().filter(|field| is_required(pool, field)).collect();
+            if !required.is_empty() {
+                checks.entry(message.full_name().to_owned()).or_default().required = required;
+            }
         }
+        for (name, rules) in pool_rules(pool)? {
+            checks.entry(name).or_default().rules = Some(rules);
+        }
+        Ok(Gate {
+            checks,
+            pool: pool.clone(),
+        })
+    }
+
+    /// The `buf.validate` rules of a message, if it has any.
+    pub fn rules(&self, message: &str) -> Option<&MessageRules> {
+        self.checks.get(message).and_then(|checks| checks.rules.as_ref())
     }
 
     /// The `message` that `arguments` describe, protobuf-encoded.
@@ -136,7 +158,9 @@ impl Gate {
         path: &mut Path<'a>,
         out: &mut Vec<u8>,
     ) -> Result<(), ArgumentError> {
-        let required = self.required.get(message.full_name());
+        let checks = self.checks.get(message.full_name());
+        let required = checks.map(|checks| &checks.required);
+        let rules = checks.and_then(|checks| checks.rules.as_ref());
         let mut seen: Vec<(u32, &str)> = Vec::with_capacity(object.len());
         for (key, value) in object {
             if in_any && key == ANY_TYPE_KEY {
@@ -165,6 +189,19 @@ impl Gate {
             }
             path.0.push(Step::Key(key));
             self.field(&field, value, path, out)?;
+            if let Some(field_rules) = rules.and_then(|rules| rules.field(&field)) {
+                if !value.is_null() {
+                    field_rules.check_given(&field, value).map_err(|violation| {
+                        if let Some(place) = violation.place {
+                            path.0.push(match place {
+                                Place::Index(index) => Step::Index(index),
+                                Place::Key(key) => Step::Key(key),
+                            });
+                        }
+                        path.error(violation.problem)
+                    })?;
+                }
+            }
             path.0.pop();
         }
         check_oneofs(message, object, path)?;
@@ -174,6 +211,26 @@ impl Gate {
                 .any(|key| object.get(*key).is_some_and(|value| !value.is_null()));
             if !present {
                 return Err(path.error(format!("missing required field `{}`", field.name())));
+            }
+        }
+        if let Some(rules) = rules {
+            for exclusive in &rules.exclusive {
+                check_exclusive(exclusive, object).map_err(|problem| path.error(problem))?;
+            }
+            for (field, field_rules) in &rules.fields {
+                let given = [field.name(), field.json_name()]
+                    .iter()
+                    .any(|key| object.get(*key).is_some_and(|value| !value.is_null()));
+                if !given {
+                    field_rules.check_absent(field).map_err(|violation| {
+                        let mut error = path.error(violation.problem);
+                        error.path = match error.path.as_str() {
+                            "." => field.name().to_owned(),
+                            above => format!("{above}.{}", field.name()),
+                        };
+                        error
+                    })?;
+                }
             }
         }
         Ok(())

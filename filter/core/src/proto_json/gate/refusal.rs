@@ -47,7 +47,7 @@ pub(super) fn refusal_with(expected: String, value: &Value, detail: Option<&str>
 }
 
 /// The offending value, short enough for one line.
-fn shown(value: &Value) -> String {
+pub(crate) fn shown(value: &Value) -> String {
     let text = value.to_string();
     if text.chars().count() <= 40 {
         return text;

@@ -1,16 +1,23 @@
-//! Which fields a request must carry: proto2 `required`, and `google.api.field_behavior =
-//! REQUIRED` (when the pool declares the option).
+//! Which fields a request must carry: proto2 `required`, `google.api.field_behavior =
+//! REQUIRED` and `(buf.validate.field).required` (when the pool declares the options).
 
 use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, Value as ProtoValue};
+
+use crate::proto_json::rules::{field_rules_of, Ignore};
 
 const FIELD_BEHAVIOR_EXTENSION: &str = "google.api.field_behavior";
 const FIELD_BEHAVIOR_REQUIRED: i32 = 2;
 
-/// proto2 `required`, or `google.api.field_behavior = REQUIRED` (when the pool declares it).
+/// proto2 `required`, `google.api.field_behavior = REQUIRED`, or `(buf.validate.field).required`.
 pub fn is_required(pool: &DescriptorPool, field: &FieldDescriptor) -> bool {
-    if field.cardinality() == Cardinality::Required {
-        return true;
-    }
+    field.cardinality() == Cardinality::Required || has_required_behavior(pool, field) || has_required_rule(field)
+}
+
+fn has_required_rule(field: &FieldDescriptor) -> bool {
+    field_rules_of(field).is_some_and(|rules| rules.required && rules.ignore != Ignore::Always)
+}
+
+fn has_required_behavior(pool: &DescriptorPool, field: &FieldDescriptor) -> bool {
     let Some(extension) = pool.get_extension_by_name(FIELD_BEHAVIOR_EXTENSION) else {
         return false;
     };

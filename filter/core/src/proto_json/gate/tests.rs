@@ -7,7 +7,9 @@ fn descriptor(name: &str) -> MessageDescriptor {
 }
 
 fn encode(name: &str, arguments: Value) -> Result<Vec<u8>, ArgumentError> {
-    Gate::build(&embedded_pool().unwrap()).encode(&descriptor(name), &arguments)
+    Gate::build(&embedded_pool().unwrap())
+        .unwrap()
+        .encode(&descriptor(name), &arguments)
 }
 
 /// The refusal of `arguments` (plus the required `must`) as a kitchen-sink `Everything`.

@@ -58,7 +58,7 @@ pub(super) fn json_value(value: &Value, out: &mut Vec<u8>) {
 }
 
 /// A FieldMask path's JSON spelling (`price.amountMinor`) as proto names (`price.amount_minor`).
-pub(super) fn snake_case(path: &str) -> String {
+pub(crate) fn snake_case(path: &str) -> String {
     let mut name = String::with_capacity(path.len() + 4);
     for character in path.chars() {
         if character.is_ascii_uppercase() {
