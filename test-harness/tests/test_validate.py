@@ -12,6 +12,7 @@ import jsonschema
 import pytest
 from mcp import Client
 
+import filter_build
 from mcp_client import Mcp
 from processes import Envoy, Upstream, wait_until
 
@@ -77,6 +78,8 @@ BROKEN = [
     ({"priority": 9}, "at `priority`: must be greater than or equal to 1 and less than or equal to 5 (int32.gte = 1, int32.lte = 5), got 9"),
     ({"ship_to": {"country": "NO"}}, 'at `ship_to.city`: must be at least 1 character long (string.min_len = 1), got nothing: a field left out holds its default, ""'),
     ({"coupon": "C", "gift_card": "G"}, "`coupon`, `gift_card` are all set; set at most one of the fields `coupon`, `gift_card` (message.oneof)"),
+    ({"account_ids": ["7", 7]}, 'at `account_ids`: items must be unique (repeated.unique), got ["7",7]'),
+    ({"blobs": ["AQI=", "AQI"]}, 'at `blobs`: items must be unique (repeated.unique), got ["AQI=","AQI"]'),
     ({"nickname": "a"}, 'at `nickname`: must be at least 2 characters long (string.min_len = 2), got "a"'),
     ({"phone": "555"}, 'at `phone`: must match the regular expression `^\\+[0-9]{6,15}$` (string.pattern = "^\\+[0-9]{6,15}$"), got "555"'),
 ]
@@ -84,7 +87,8 @@ BROKEN = [
 # The fields whose broken rule above the input schema states too (the others are in words, or
 # are formats Python's jsonschema checks only with extra packages).
 SCHEMA_SAYS = {"name", "request_id", "tier", "quantity", "account", "discount", "port", "weight", "offset", "batch",
-               "terms_accepted", "color", "shade", "tags", "limits", "priority", "ship_to", "nickname", "phone"}
+               "terms_accepted", "color", "shade", "tags", "limits", "priority", "ship_to", "nickname", "phone",
+               "account_ids"}
 
 # Rules a message as a whole breaks (the arguments replace BASE).
 WHOLE = [
@@ -187,7 +191,7 @@ def test_the_input_schema_carries_the_rules_and_agrees_with_the_gate(mcp: Mcp) -
             assert not validator.is_valid({**BASE, **extra}), extra
 
 
-def test_cel_rules_pass_through_and_the_load_says_so(mcp: Mcp, upstream: Upstream, envoy: Envoy) -> None:
+def test_without_the_cel_feature_cel_rules_pass_through_and_the_load_says_so(mcp: Mcp, upstream: Upstream, envoy: Envoy) -> None:
     # `note` must not be all capitals, in CEL: shown in the schema, not checked.
     assert mcp.call_tool(TOOL, {**BASE, "note": "HELLO"})["isError"] is False
     assert upstream.total_calls() == 1
@@ -227,3 +231,33 @@ def test_rules_read_through_live_reflection_are_enforced_the_same(upstream: Upst
         assert upstream.total_calls() == 0
     finally:
         reflected.stop()
+
+
+@pytest.mark.parametrize("cel_build", sorted(filter_build.CEL_BUILDS))
+def test_the_cel_builds_enforce_cel_rules(upstream: Upstream, cel_build: str) -> None:
+    if filter_build.current().name != "wasm":
+        pytest.skip("both cel builds run once, in the --build wasm session")
+    build = filter_build.CEL_BUILDS[cel_build]
+    if not build.binary.exists():
+        pytest.fail(f"{build.binary} is missing: scripts/test builds it (cargo build --features cel)")
+    proxy = Envoy(upstream, {"services": {SERVICE: {"cluster": "demo_grpc"}}}, name="envoy-validate-cel",
+                  build=build).start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        upstream.reset()
+        for era in ("legacy", "2026-07-28"):
+            assert refusal(call(mcp, era, {**BASE, "note": "HELLO"})) == (
+                "at `note`: must not be all capitals (cel no_shouting: `this != this.upperAscii()`), got \"HELLO\"")
+            assert refusal(call(mcp, era, {**BASE, "gift_card": "G"})) == (
+                "a gift card order needs a note (cel gift_needs_note: `!has(this.gift_card) || this.note != ''`)")
+        assert upstream.total_calls() == 0
+        assert call(mcp, "2026-07-28", {**BASE, "gift_card": "G", "note": "for you"})["isError"] is False
+        assert upstream.total_calls() == 1
+        # Every standard rule holds the same in this build.
+        for extra, expected in BROKEN:
+            assert refusal(call(mcp, "legacy", {**BASE, **extra})) == expected
+        description = mcp.tools()[TOOL]["inputSchema"]["properties"]["note"]["description"]
+        assert description.endswith(" Rule `no_shouting`: must not be all capitals (CEL `this != this.upperAscii()`).")
+        assert "not checked by the gateway" not in proxy.logs()
+    finally:
+        proxy.stop()

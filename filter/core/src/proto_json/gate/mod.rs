@@ -232,6 +232,10 @@ impl Gate {
                     })?;
                 }
             }
+            // The message's own rules, once its fields hold.
+            rules
+                .check_message(message, object)
+                .map_err(|problem| path.error(problem))?;
         }
         Ok(())
     }

@@ -5,12 +5,15 @@
 use std::cmp::Ordering;
 use std::collections::HashSet;
 
-use prost_reflect::{FieldDescriptor, Kind};
+use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
+#[cfg(feature = "cel")]
+use super::expressions;
 use super::subject::nanos;
 use super::{
-    formats, is_outside_range, Bound, Exclusive, FieldRules, Format, Ignore, Number, Rule, Side, Subject, Unit,
+    formats, is_outside_range, Bound, Exclusive, FieldRules, Format, Ignore, MessageRules, Number, Rule, Side, Subject,
+    Unit,
 };
 use crate::proto_json::gate::shown;
 
@@ -40,8 +43,8 @@ impl FieldRules {
             return Ok(());
         }
         match value {
-            Value::Array(items) if field.is_list() => self.check_list(field, items, value),
-            Value::Object(entries) if field.is_map() => self.check_map(field, entries, value),
+            Value::Array(items) if field.is_list() => self.check_list(field, items, value)?,
+            Value::Object(entries) if field.is_map() => self.check_map(field, entries, value)?,
             _ => {
                 let subject = Subject::of(&field.kind(), value);
                 if self.ignore == Ignore::IfZero && subject.is_zero() {
@@ -54,9 +57,11 @@ impl FieldRules {
                     )));
                 }
                 self.check_subject(&subject)
-                    .map_err(|rule| Violation::here(broken(self, rule, value)))
+                    .map_err(|rule| Violation::here(broken(self, rule, value)))?;
             }
         }
+        self.cel_holds(|| this_field(field, value))
+            .map_err(|problem| Violation::here(format!("{problem}, got {}", shown(value))))
     }
 
     /// `field` left out: a list or map is empty, a field without presence holds its default,
@@ -70,27 +75,32 @@ impl FieldRules {
         }
         if field.is_list() || field.is_map() {
             let unit = if field.is_list() { Unit::Items } else { Unit::Pairs };
-            return match self.rules.iter().find(|rule| !length_fits(rule, unit, 0)) {
-                Some(rule) => Err(Violation::here(format!(
+            if let Some(rule) = self.rules.iter().find(|rule| !length_fits(rule, unit, 0)) {
+                return Err(Violation::here(format!(
                     "{} ({}), got nothing: a field left out is empty",
                     rule.words(),
                     rule.name(self.family)
-                ))),
-                None => Ok(()),
-            };
+                )));
+            }
+            return self
+                .cel_holds(|| this_default(field))
+                .map_err(|problem| Violation::here(format!("{problem}, got nothing: a field left out is empty")));
         }
         if field.supports_presence() {
             return Ok(());
         }
         let default = Subject::default_of(&field.kind());
-        self.check_subject(&default).map_err(|rule| {
-            Violation::here(format!(
-                "{} ({}), got nothing: a field left out holds its default, {}",
-                rule.words(),
-                rule.name(self.family),
+        let left_out = || {
+            format!(
+                "got nothing: a field left out holds its default, {}",
                 shown_default(&field.kind())
-            ))
-        })
+            )
+        };
+        self.check_subject(&default).map_err(|rule| {
+            Violation::here(format!("{} ({}), {}", rule.words(), rule.name(self.family), left_out()))
+        })?;
+        self.cel_holds(|| this_default(field))
+            .map_err(|problem| Violation::here(format!("{problem}, {}", left_out())))
     }
 
     fn check_list<'a>(
@@ -181,7 +191,26 @@ impl FieldRules {
         if self.ignore == Ignore::IfZero && subject.is_zero() {
             return Ok(());
         }
-        self.check_subject(&subject).map_err(|rule| broken(self, rule, value))
+        self.check_subject(&subject).map_err(|rule| broken(self, rule, value))?;
+        self.cel_holds(|| this_element(kind, value))
+            .map_err(|problem| format!("{problem}, got {}", shown(value)))
+    }
+
+    /// The field's CEL rules, for `this` (with the `cel` feature; without it they are only
+    /// shown, and this holds).
+    #[cfg(feature = "cel")]
+    fn cel_holds(&self, this: impl Fn() -> ::cel::Value) -> Result<(), String> {
+        for rule in &self.cel {
+            if let Some(compiled) = &rule.compiled {
+                expressions::holds(rule, compiled, this())?;
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "cel"))]
+    fn cel_holds(&self, _this: impl Fn()) -> Result<(), String> {
+        Ok(())
     }
 
     /// The first rule `subject` breaks.
@@ -192,6 +221,49 @@ impl FieldRules {
         }
     }
 }
+
+impl MessageRules {
+    /// The message's own CEL rules, for the message given as `object`.
+    #[cfg(feature = "cel")]
+    pub fn check_message(&self, message: &MessageDescriptor, object: &Map<String, Value>) -> Result<(), String> {
+        for rule in &self.cel {
+            if let Some(compiled) = &rule.compiled {
+                expressions::holds(rule, compiled, expressions::message_value(message, object))?;
+            }
+        }
+        Ok(())
+    }
+
+    #[cfg(not(feature = "cel"))]
+    pub fn check_message(&self, _message: &MessageDescriptor, _object: &Map<String, Value>) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+#[cfg(feature = "cel")]
+fn this_field(field: &FieldDescriptor, value: &Value) -> ::cel::Value {
+    expressions::field_value(field, value, false)
+}
+
+#[cfg(feature = "cel")]
+fn this_default(field: &FieldDescriptor) -> ::cel::Value {
+    expressions::default_value(field)
+}
+
+#[cfg(feature = "cel")]
+fn this_element(kind: &Kind, value: &Value) -> ::cel::Value {
+    expressions::element_value(kind, value)
+}
+
+// Without the `cel` feature nothing is built for CEL to read.
+#[cfg(not(feature = "cel"))]
+fn this_field(_field: &FieldDescriptor, _value: &Value) {}
+
+#[cfg(not(feature = "cel"))]
+fn this_default(_field: &FieldDescriptor) {}
+
+#[cfg(not(feature = "cel"))]
+fn this_element(_kind: &Kind, _value: &Value) {}
 
 /// At most one of the set's fields in `object`; exactly one if required. A field without
 /// presence given its default counts as not set, as protovalidate counts it.

@@ -6,11 +6,14 @@
 //!
 //! Enforced: every standard rule of every family (numbers, bool, string with its well-known
 //! formats, bytes, enum, repeated, map, Any, Duration, Timestamp, FieldMask), `required`,
-//! `ignore`, oneof `required` and message `oneof` rules. Not enforced: CEL expressions
-//! (`cel`, `cel_expression`, predefined rule extensions): they are shown in the schema in
-//! words and logged at load as unenforced.
+//! `ignore`, oneof `required` and message `oneof` rules. CEL expressions (`cel`,
+//! `cel_expression`) are enforced with the `cel` cargo feature ([`expressions`]); without it,
+//! and always for predefined rule extensions, they are shown in the schema in words and logged
+//! at load as unenforced.
 
 mod check;
+#[cfg(feature = "cel")]
+mod expressions;
 mod formats;
 mod read;
 pub mod schema;
@@ -66,15 +69,40 @@ impl Exclusive {
     }
 }
 
-/// A CEL rule: shown, not enforced.
+/// A CEL rule: enforced with the `cel` feature (when it has an expression), shown in any case.
 #[derive(Debug, Clone)]
 pub struct CelRule {
     pub id: String,
     pub message: String,
     pub expression: String,
+    #[cfg(feature = "cel")]
+    compiled: Option<expressions::Compiled>,
 }
 
 impl CelRule {
+    /// A rule as declared; with the `cel` feature, compiled (or why it does not compile). A
+    /// predefined rule has no expression here.
+    pub fn new(id: String, message: String, expression: String) -> Result<CelRule, String> {
+        #[cfg(feature = "cel")]
+        let compiled = if expression.is_empty() {
+            None
+        } else {
+            Some(expressions::compile(&expression)?)
+        };
+        Ok(CelRule {
+            id,
+            message,
+            expression,
+            #[cfg(feature = "cel")]
+            compiled,
+        })
+    }
+
+    /// Whether the gate checks this rule.
+    pub fn is_enforced(&self) -> bool {
+        cfg!(feature = "cel") && !self.expression.is_empty()
+    }
+
     pub fn words(&self) -> String {
         let said = if self.message.is_empty() {
             String::new()
@@ -86,13 +114,14 @@ impl CelRule {
         } else {
             format!(" `{}`", self.id)
         };
-        if self.expression.is_empty() {
-            return format!("Rule{id}{said} (not checked by the gateway).");
+        match (self.expression.is_empty(), self.is_enforced()) {
+            (true, _) => format!("Rule{id}{said} (not checked by the gateway)."),
+            (false, true) => format!("Rule{id}{said} (CEL `{}`).", self.expression),
+            (false, false) => format!(
+                "Rule{id}{said} (CEL `{}`, not checked by the gateway).",
+                self.expression
+            ),
         }
-        format!(
-            "Rule{id}{said} (CEL `{}`, not checked by the gateway).",
-            self.expression
-        )
     }
 
     /// The rule in a log line: its expression, or its name when it has none here.
@@ -101,6 +130,15 @@ impl CelRule {
             &self.id
         } else {
             &self.expression
+        }
+    }
+
+    /// The rule in an error, as `string.min_len = 3` names a standard one.
+    pub fn label_for_errors(&self) -> String {
+        if self.id.is_empty() {
+            format!("cel `{}`", self.expression)
+        } else {
+            format!("cel {}: `{}`", self.id, self.expression)
         }
     }
 }
@@ -132,7 +170,11 @@ pub struct FieldRules {
 impl FieldRules {
     /// Whether the gate has anything to check.
     pub fn is_enforced(&self) -> bool {
-        self.required || !self.rules.is_empty() || self.items.is_some() || self.keys.is_some()
+        self.required
+            || !self.rules.is_empty()
+            || self.items.is_some()
+            || self.keys.is_some()
+            || self.cel.iter().any(CelRule::is_enforced)
     }
 }
 
@@ -477,10 +519,12 @@ pub fn unenforced_rules<'a>(
             continue;
         }
         if let Some(message_rules) = rules(message.full_name()) {
+            let unchecked = |cel: &&CelRule| !cel.is_enforced();
             found.extend(
                 message_rules
                     .cel
                     .iter()
+                    .filter(unchecked)
                     .map(|cel| format!("{} ({})", message.full_name(), cel.label())),
             );
             for (field, field_rules) in &message_rules.fields {
@@ -488,6 +532,7 @@ pub fn unenforced_rules<'a>(
                     field_rules
                         .cel
                         .iter()
+                        .filter(unchecked)
                         .map(|cel| format!("{} ({})", field.full_name(), cel.label())),
                 );
             }

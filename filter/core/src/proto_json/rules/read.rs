@@ -117,7 +117,8 @@ fn read_message_level(
             oneof: None,
         });
     }
-    rules.cel = cel_rules(declared);
+    rules.cel = cel_rules(declared)
+        .map_err(|problem| format!("the buf.validate rules of message {}: {problem}", message.full_name()))?;
     Ok(())
 }
 
@@ -138,7 +139,7 @@ fn field_rules(declared: &DynamicMessage, field: &FieldDescriptor, target: Targe
             Some(3) => Ignore::Always,
             _ => Ignore::Never,
         },
-        cel: cel_rules(declared),
+        cel: cel_rules(declared)?,
         ..FieldRules::default()
     };
     let Some((family, family_rules)) = declared
@@ -167,11 +168,11 @@ fn field_rules(declared: &DynamicMessage, field: &FieldDescriptor, target: Targe
     }
     rules.family = expected;
     for (extension, _) in family_rules.extensions() {
-        rules.cel.push(CelRule {
-            id: extension.full_name().to_owned(),
-            message: "a predefined rule".to_owned(),
-            expression: String::new(),
-        });
+        rules.cel.push(CelRule::new(
+            extension.full_name().to_owned(),
+            "a predefined rule".to_owned(),
+            String::new(),
+        )?);
     }
     let rules_of = &family_rules;
     match expected {
@@ -596,25 +597,16 @@ fn seconds_and_nanos(value: &DynamicMessage) -> (i64, i32) {
     (seconds, nanos)
 }
 
-fn cel_rules(declared: &DynamicMessage) -> Vec<CelRule> {
-    let mut rules: Vec<CelRule> = messages(declared, "cel")
+fn cel_rules(declared: &DynamicMessage) -> Result<Vec<CelRule>, String> {
+    let declared_rules = messages(declared, "cel")
         .iter()
-        .map(|rule| CelRule {
-            id: text(rule, "id"),
-            message: text(rule, "message"),
-            expression: text(rule, "expression"),
-        })
-        .collect();
-    rules.extend(
-        strings(declared, "cel_expression")
-            .into_iter()
-            .map(|expression| CelRule {
-                id: String::new(),
-                message: String::new(),
-                expression,
-            }),
-    );
-    rules
+        .map(|rule| CelRule::new(text(rule, "id"), text(rule, "message"), text(rule, "expression")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let bare = strings(declared, "cel_expression")
+        .into_iter()
+        .map(|expression| CelRule::new(String::new(), String::new(), expression))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(declared_rules.into_iter().chain(bare).collect())
 }
 
 /// A field's value if it is set.

@@ -43,8 +43,19 @@ pub fn annotate(field: &FieldDescriptor, rules: &FieldRules, schema: &mut Value)
                         tighten(&mut extra, max_key, json!(max), false);
                     }
                 }
+                // JSON equality, which `uniqueItems` compares by, is the gate's own only where a
+                // value has one spelling: not for base64 (padded or not), nor for 64-bit integers
+                // as strings, which the items' schema then leaves out.
+                Rule::Unique if matches!(Form::of(&field.kind()), Form::Bytes) => {
+                    words.push(said(rule, rules.family));
+                }
                 Rule::Unique => {
                     extra.insert("uniqueItems".into(), json!(true));
+                    if let (Form::Int64 { .. }, Some(Value::Object(items))) =
+                        (Form::of(&field.kind()), map.get_mut("items"))
+                    {
+                        numbers_only(&Form::of(&field.kind()), items);
+                    }
                 }
                 rule => words.push(said(rule, rules.family)),
             }
