@@ -205,23 +205,15 @@ impl Gate {
             path.0.pop();
         }
         check_oneofs(message, object, path)?;
-        for field in required.into_iter().flatten() {
-            let present = [field.name(), field.json_name()]
-                .iter()
-                .any(|key| object.get(*key).is_some_and(|value| !value.is_null()));
-            if !present {
-                return Err(path.error(format!("missing required field `{}`", field.name())));
-            }
+        if let Some(missing) = required.into_iter().flatten().find(|field| !is_given(object, field)) {
+            return Err(path.error(format!("missing required field `{}`", missing.name())));
         }
         if let Some(rules) = rules {
             for exclusive in &rules.exclusive {
                 check_exclusive(exclusive, object).map_err(|problem| path.error(problem))?;
             }
             for (field, field_rules) in &rules.fields {
-                let given = [field.name(), field.json_name()]
-                    .iter()
-                    .any(|key| object.get(*key).is_some_and(|value| !value.is_null()));
-                if !given {
+                if !is_given(object, field) {
                     field_rules.check_absent(field).map_err(|violation| {
                         let mut error = path.error(violation.problem);
                         error.path = match error.path.as_str() {
@@ -421,6 +413,13 @@ impl Gate {
         put_len(out, 2, &bytes);
         Ok(())
     }
+}
+
+/// `field` is in `object`, under either of its names, and not null.
+fn is_given(object: &Map<String, Value>, field: &FieldDescriptor) -> bool {
+    [field.name(), field.json_name()]
+        .iter()
+        .any(|key| object.get(*key).is_some_and(|value| !value.is_null()))
 }
 
 /// At most one member of each oneof, or the members given, named.
