@@ -1,7 +1,8 @@
 //! What the demo upstream's gRPC server reflection shows, for the tests of live discovery: the
 //! services as built (`full`), an older, smaller API (`small`: InventoryService with GetStock
-//! only), or the full one plus a service of 1,000 methods (`big`); and a reflection service
-//! that answers garbage.
+//! only), the full one plus a service of 1,000 methods (`big`), or the full one without
+//! `buf/validate/validate.proto`, as a server that does not serve it would show it
+//! (`no-validate`); and a reflection service that answers garbage.
 
 use std::convert::Infallible;
 use std::future::{ready, Ready};
@@ -22,6 +23,7 @@ pub enum Api {
     Full,
     Small,
     Big,
+    NoValidate,
 }
 
 impl std::str::FromStr for Api {
@@ -32,7 +34,8 @@ impl std::str::FromStr for Api {
             "full" => Ok(Api::Full),
             "small" => Ok(Api::Small),
             "big" => Ok(Api::Big),
-            other => Err(format!("--api {other}: write full, small or big")),
+            "no-validate" => Ok(Api::NoValidate),
+            other => Err(format!("--api {other}: write full, small, big or no-validate")),
         }
     }
 }
@@ -49,6 +52,9 @@ pub fn descriptor_set(api: Api) -> Result<Vec<u8>, String> {
     let mut encoded: Vec<Vec<u8>> = Vec::with_capacity(files.len() + 1);
     for bytes in files {
         let mut file = FileDescriptorProto::decode(bytes).map_err(|error| error.to_string())?;
+        if api == Api::NoValidate && file.name() == "buf/validate/validate.proto" {
+            continue;
+        }
         let inventory = file
             .service
             .iter_mut()

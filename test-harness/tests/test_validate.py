@@ -218,19 +218,23 @@ def test_the_python_sdk_gets_the_refusal_as_a_tool_error(envoy: Envoy, upstream:
     assert result.is_error is False and result.structured_content["quantity"] == 100
 
 
-def test_rules_read_through_live_reflection_are_enforced_the_same(upstream: Upstream, envoy: Envoy) -> None:
+@pytest.mark.parametrize("api", ["full", "no-validate"])
+def test_rules_read_through_live_reflection_are_enforced_the_same(envoy: Envoy, api: str) -> None:
+    """Through reflection, from a server that serves buf/validate/validate.proto and from one
+    that leaves it out (the filter then takes its own copy)."""
+    server = Upstream(args=["--api", api]).start()
     plugin = {"services": {SERVICE: {"cluster": "demo_grpc", "from_reflection": True}}, "reflection": {"interval_ms": 1000}}
-    reflected = Envoy(upstream, plugin, name="envoy-validate-reflected").start()
+    reflected = Envoy(server, plugin, name=f"envoy-validate-reflected-{api}").start()
     try:
         mcp = Mcp(reflected.mcp_url)
         wait_until(lambda: TOOL in mcp.tools(), "the reflected rules service's tools")
         assert mcp.tools()[TOOL]["inputSchema"] == Mcp(envoy.mcp_url).tools()[TOOL]["inputSchema"]
-        upstream.reset()
         for extra, expected in BROKEN[:5]:
             assert refusal(call(mcp, "2026-07-28", {**BASE, **extra})) == expected
-        assert upstream.total_calls() == 0
+        assert server.total_calls() == 0
     finally:
         reflected.stop()
+        server.stop()
 
 
 @pytest.mark.parametrize("cel_build", sorted(filter_build.CEL_BUILDS))
