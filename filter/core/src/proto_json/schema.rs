@@ -13,7 +13,7 @@ use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
 use crate::proto_json::gate::is_required;
 use crate::proto_json::rules::schema::{annotate, message_words};
-use crate::proto_json::rules::{rules_of, MessageRules};
+use crate::proto_json::rules::{rules_of, FieldRules, MessageRules};
 
 /// The schema of `message` as a tool's `inputSchema` or `outputSchema`.
 pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Value {
@@ -85,10 +85,9 @@ impl Builder<'_> {
             }
             properties.insert(field.name().to_owned(), schema);
             // A field whose default breaks its rules must be given, whatever it is marked.
-            let default_fails = rules
-                .field(&field)
-                .is_some_and(|rules| rules.check_absent(&field).is_err());
-            if self.is_required(&field) || default_fails {
+            let field_rules = rules.field(&field);
+            let default_fails = field_rules.is_some_and(|rules| rules.check_absent(&field).is_err());
+            if self.is_required(&field, field_rules) || default_fails {
                 required.push(Value::String(field.name().to_owned()));
             }
         }
@@ -108,9 +107,9 @@ impl Builder<'_> {
 
     /// Input: fields a request must carry. Output: fields every response carries, which
     /// are those without presence, since responses are rendered with their defaults.
-    fn is_required(&self, field: &FieldDescriptor) -> bool {
+    fn is_required(&self, field: &FieldDescriptor, rules: Option<&FieldRules>) -> bool {
         match self.direction {
-            Direction::Input => is_required(field.parent_pool(), field),
+            Direction::Input => is_required(field.parent_pool(), field, rules),
             Direction::Output => {
                 !field.supports_presence() || field.cardinality() == prost_reflect::Cardinality::Required
             }

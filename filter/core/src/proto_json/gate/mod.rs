@@ -105,15 +105,26 @@ impl Path<'_> {
 impl Gate {
     /// The gate of `pool`; or why a `buf.validate` rule in it cannot be enforced as written.
     pub fn build(pool: &DescriptorPool) -> Result<Self, String> {
+        let mut rules = pool_rules(pool)?;
         let mut checks: HashMap<String, Checks> = HashMap::new();
         for message in pool.all_messages() {
-            let required: Vec<FieldDescriptor> = message.fields().filter(|field| is_required(pool, field)).collect();
-            if !required.is_empty() {
-                checks.entry(message.full_name().to_owned()).or_default().required = required;
+            let message_rules = rules.remove(message.full_name());
+            let required: Vec<FieldDescriptor> = message
+                .fields()
+                .filter(|field| {
+                    let field_rules = message_rules.as_ref().and_then(|rules| rules.field(field));
+                    is_required(pool, field, field_rules)
+                })
+                .collect();
+            if !required.is_empty() || message_rules.is_some() {
+                checks.insert(
+                    message.full_name().to_owned(),
+                    Checks {
+                        required,
+                        rules: message_rules,
+                    },
+                );
             }
-        }
-        for (name, rules) in pool_rules(pool)? {
-            checks.entry(name).or_default().rules = Some(rules);
         }
         Ok(Gate {
             checks,
@@ -415,11 +426,15 @@ impl Gate {
     }
 }
 
-/// `field` is in `object`, under either of its names, and not null.
-fn is_given(object: &Map<String, Value>, field: &FieldDescriptor) -> bool {
+/// The value of `field` in `object`, under either of its names, unless it is null.
+pub(crate) fn given_value<'a>(object: &'a Map<String, Value>, field: &FieldDescriptor) -> Option<&'a Value> {
     [field.name(), field.json_name()]
         .iter()
-        .any(|key| object.get(*key).is_some_and(|value| !value.is_null()))
+        .find_map(|key| object.get(*key).filter(|value| !value.is_null()))
+}
+
+fn is_given(object: &Map<String, Value>, field: &FieldDescriptor) -> bool {
+    given_value(object, field).is_some()
 }
 
 /// At most one member of each oneof, or the members given, named.

@@ -3,18 +3,17 @@
 
 use prost_reflect::{Cardinality, DescriptorPool, FieldDescriptor, Value as ProtoValue};
 
-use crate::proto_json::rules::{field_rules_of, Ignore};
+use crate::proto_json::rules::{FieldRules, Ignore};
 
 const FIELD_BEHAVIOR_EXTENSION: &str = "google.api.field_behavior";
 const FIELD_BEHAVIOR_REQUIRED: i32 = 2;
 
-/// proto2 `required`, `google.api.field_behavior = REQUIRED`, or `(buf.validate.field).required`.
-pub fn is_required(pool: &DescriptorPool, field: &FieldDescriptor) -> bool {
-    field.cardinality() == Cardinality::Required || has_required_behavior(pool, field) || has_required_rule(field)
-}
-
-fn has_required_rule(field: &FieldDescriptor) -> bool {
-    field_rules_of(field).is_some_and(|rules| rules.required && rules.ignore != Ignore::Always)
+/// proto2 `required`, `google.api.field_behavior = REQUIRED`, or `(buf.validate.field).required`
+/// in the field's `rules` (as the caller has read them).
+pub fn is_required(pool: &DescriptorPool, field: &FieldDescriptor, rules: Option<&FieldRules>) -> bool {
+    field.cardinality() == Cardinality::Required
+        || has_required_behavior(pool, field)
+        || rules.is_some_and(|rules| rules.required && rules.ignore != Ignore::Always)
 }
 
 fn has_required_behavior(pool: &DescriptorPool, field: &FieldDescriptor) -> bool {

@@ -177,7 +177,7 @@ fn required_fields_come_from_field_behavior_and_proto2() {
         .unwrap()
         .get_field_by_name("id")
         .unwrap();
-    assert!(is_required(&pool, &must) && is_required(&pool, &id) && !is_required(&pool, &maybe));
+    assert!(is_required(&pool, &must, None) && is_required(&pool, &id, None) && !is_required(&pool, &maybe, None));
     let everything = "test.kitchensink.v1.Everything";
     assert_eq!(
         encode(everything, json!({})).unwrap_err().to_string(),

@@ -10,12 +10,12 @@ use serde_json::{Map, Value};
 
 #[cfg(feature = "cel")]
 use super::expressions;
-use super::subject::nanos;
+use super::subject::{key_value, nanos};
 use super::{
     formats, is_outside_range, Bound, Exclusive, FieldRules, Format, Ignore, MessageRules, Number, Rule, Side, Subject,
     Unit,
 };
-use crate::proto_json::gate::shown;
+use crate::proto_json::gate::{given_value, shown};
 
 /// A broken rule: where below the field (an item or a map entry), and what is wrong.
 #[derive(Debug)]
@@ -162,7 +162,7 @@ impl FieldRules {
         let (key_kind, value_kind) = (entry.map_entry_key_field().kind(), entry.map_entry_value_field().kind());
         for (key, value) in entries {
             if let Some(key_rules) = &self.keys {
-                let key_value = key_as_value(&key_kind, key);
+                let key_value = key_value(&key_kind, key);
                 key_rules
                     .check_element(&key_kind, &key_value)
                     .map_err(|problem| Violation {
@@ -242,7 +242,7 @@ impl MessageRules {
 
 #[cfg(feature = "cel")]
 fn this_field(field: &FieldDescriptor, value: &Value) -> ::cel::Value {
-    expressions::field_value(field, value, false)
+    expressions::field_value(field, value)
 }
 
 #[cfg(feature = "cel")]
@@ -272,11 +272,7 @@ pub fn check_exclusive(exclusive: &Exclusive, object: &Map<String, Value>) -> Re
         .fields
         .iter()
         .filter(|field| {
-            let given = object
-                .get(field.name())
-                .or_else(|| object.get(field.json_name()))
-                .filter(|value| !value.is_null());
-            given.is_some_and(|value| {
+            given_value(object, field).is_some_and(|value| {
                 field.supports_presence()
                     || field.is_list()
                     || field.is_map()
@@ -328,14 +324,6 @@ fn shown_default(kind: &Kind) -> String {
             .get_value(0)
             .map_or_else(|| "0".to_owned(), |value| format!("\"{}\"", value.name())),
         _ => "0".to_owned(),
-    }
-}
-
-/// A map key as the JSON value the key's type takes, for the rules to read.
-fn key_as_value(kind: &Kind, key: &str) -> Value {
-    match kind {
-        Kind::Bool => Value::Bool(key == "true"),
-        _ => Value::String(key.to_owned()),
     }
 }
 

@@ -17,9 +17,8 @@ use cel::{Context, Env, Program, Value as Cel};
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
-use super::{formats, subject::nanos, CelRule};
-use crate::proto_json::form::base64_bytes;
-use crate::proto_json::time::{parse_duration, parse_timestamp};
+use super::subject::key_value;
+use super::{formats, CelRule, Number, Subject};
 use crate::proto_json::{field_by_key, Form, WellKnown};
 
 /// The environment every rule compiles in: CEL's standard library and its strings extension
@@ -159,27 +158,30 @@ pub fn holds(rule: &CelRule, compiled: &Compiled, this: Cel) -> Result<(), Strin
     }
 }
 
-/// One item of a list, or a map's key (spelled as JSON spells it) or value, as `this`.
+/// One value (a singular field's, an item, or a map's value) as `this`, read as the standard
+/// rules read it ([`Subject`]).
 pub fn element_value(kind: &Kind, value: &Value) -> Cel {
-    of(kind, value)
+    match (Form::of(kind), value) {
+        (Form::Message(message), Value::Object(object)) => message_value(&message, object),
+        (form, value) => from_subject(&form, Subject::of(kind, value), value),
+    }
 }
 
-/// `value` of a field (or one element of it, with `element`), as `this`.
-pub fn field_value(field: &FieldDescriptor, value: &Value, element: bool) -> Cel {
+/// `value` of a field (a whole list or map, or a singular value), as `this`.
+pub fn field_value(field: &FieldDescriptor, value: &Value) -> Cel {
     match (field.kind(), value) {
-        (Kind::Message(entry), Value::Object(entries)) if field.is_map() && !element => {
+        (Kind::Message(entry), Value::Object(entries)) if field.is_map() => {
             let (key_kind, value_kind) = (entry.map_entry_key_field().kind(), entry.map_entry_value_field().kind());
             let map: HashMap<Key, Cel> = entries
                 .iter()
-                .map(|(key, item)| (key_of(&key_kind, key), of(&value_kind, item)))
+                .map(|(key, item)| (key_of(&key_kind, key), element_value(&value_kind, item)))
                 .collect();
             Cel::Map(map.into())
         }
-        (kind, Value::Array(items)) if field.is_list() && !element => {
-            Cel::List(Arc::new(items.iter().map(|item| of(&kind, item)).collect()))
+        (kind, Value::Array(items)) if field.is_list() => {
+            Cel::List(Arc::new(items.iter().map(|item| element_value(&kind, item)).collect()))
         }
-        (Kind::Message(entry), item) if field.is_map() => of(&entry.map_entry_value_field().kind(), item),
-        (kind, item) => of(&kind, item),
+        (kind, item) => element_value(&kind, item),
     }
 }
 
@@ -191,7 +193,8 @@ pub fn default_value(field: &FieldDescriptor) -> Cel {
     if field.is_map() {
         return Cel::Map(HashMap::<Key, Cel>::new().into());
     }
-    default_of(&field.kind())
+    let kind = field.kind();
+    from_subject(&Form::of(&kind), Subject::default_of(&kind), &Value::Null)
 }
 
 /// A message given as `object`, as `this`.
@@ -199,7 +202,7 @@ pub fn message_value(message: &MessageDescriptor, object: &Map<String, Value>) -
     let mut fields: HashMap<Key, Cel> = HashMap::new();
     for (key, value) in object {
         if let (Some(field), false) = (field_by_key(message, key), value.is_null()) {
-            fields.insert(Key::from(field.name().to_owned()), field_value(&field, value, false));
+            fields.insert(Key::from(field.name().to_owned()), field_value(&field, value));
         }
     }
     for field in message.fields() {
@@ -211,99 +214,63 @@ pub fn message_value(message: &MessageDescriptor, object: &Map<String, Value>) -
     Cel::Map(fields.into())
 }
 
-fn of(kind: &Kind, value: &Value) -> Cel {
-    match (Form::of(kind), value) {
-        (Form::Message(message), Value::Object(object)) => message_value(&message, object),
-        (Form::WellKnown(well_known), value) => well_known_value(&well_known, value),
-        (Form::Int32 { unsigned: true } | Form::Int64 { unsigned: true }, value) => {
-            Cel::UInt(integer(value).and_then(|n| u64::try_from(n).ok()).unwrap_or(0))
+/// A value as the standard rules read it, in CEL's types: unsigned integers as `uint`, enums
+/// as their numbers, Timestamp and Duration as CEL's own, a FieldMask and an Any as the
+/// messages they are; what rules do not read (Struct, Value …) as the JSON it holds.
+fn from_subject(form: &Form, subject: Subject<'_>, value: &Value) -> Cel {
+    let form = match form {
+        Form::WellKnown(WellKnown::Wrapper(inner)) => Form::of(inner),
+        form => form.clone(),
+    };
+    match (subject, form) {
+        (Subject::Number(Number::Int(number)), Form::Int32 { unsigned: true } | Form::Int64 { unsigned: true }) => {
+            Cel::UInt(u64::try_from(number).unwrap_or(0))
         }
-        (Form::Int32 { .. } | Form::Int64 { .. }, value) => {
-            Cel::Int(integer(value).and_then(|n| i64::try_from(n).ok()).unwrap_or(0))
+        (Subject::Number(Number::Int(number)), _) => Cel::Int(i64::try_from(number).unwrap_or(0)),
+        (Subject::Number(Number::Float(number)), _) => Cel::Float(number),
+        (Subject::Bool(flag), _) => Cel::Bool(flag),
+        (Subject::Text(text), _) => Cel::String(Arc::new(text.into_owned())),
+        (Subject::Bytes(bytes), _) => Cel::Bytes(Arc::new(bytes.into_owned())),
+        (Subject::Enum(number), _) => Cel::Int(i64::from(number)),
+        (Subject::Nanos(at), Form::WellKnown(WellKnown::Timestamp)) => {
+            let (seconds, nanos) = (at.div_euclid(1_000_000_000), at.rem_euclid(1_000_000_000));
+            i64::try_from(seconds)
+                .ok()
+                .and_then(|seconds| chrono::DateTime::from_timestamp(seconds, u32::try_from(nanos).unwrap_or(0)))
+                .map_or(Cel::Null, |at| Cel::Timestamp(at.fixed_offset()))
         }
-        (Form::Float { .. }, Value::Number(number)) => Cel::Float(number.as_f64().unwrap_or(f64::NAN)),
-        (Form::Float { .. }, Value::String(text)) => Cel::Float(match text.as_str() {
-            "Infinity" => f64::INFINITY,
-            "-Infinity" => f64::NEG_INFINITY,
-            _ => f64::NAN,
-        }),
-        (Form::Bool, Value::Bool(flag)) => Cel::Bool(*flag),
-        (Form::String, Value::String(text)) => Cel::String(Arc::new(text.clone())),
-        (Form::Bytes, Value::String(text)) => Cel::Bytes(Arc::new(base64_bytes(text).unwrap_or_default())),
-        (Form::Enum(descriptor), Value::String(name)) => Cel::Int(
-            descriptor
-                .get_value_by_name(name)
-                .map_or(0, |value| i64::from(value.number())),
-        ),
-        _ => json(value),
+        (Subject::Nanos(span), _) => {
+            i64::try_from(span).map_or(Cel::Null, |span| Cel::Duration(chrono::Duration::nanoseconds(span)))
+        }
+        (Subject::Paths(paths), _) => {
+            let paths: Vec<Cel> = paths.into_iter().map(|path| Cel::String(Arc::new(path))).collect();
+            single_field_map("paths", Cel::List(Arc::new(paths)))
+        }
+        (Subject::TypeUrl(url), _) => single_field_map("type_url", Cel::String(Arc::new(url.into_owned()))),
+        (Subject::Other, _) => json(value),
     }
 }
 
-fn well_known_value(well_known: &WellKnown, value: &Value) -> Cel {
-    match (well_known, value) {
-        (WellKnown::Wrapper(inner), value) => of(inner, value),
-        (WellKnown::Timestamp, Value::String(text)) => match parse_timestamp(text) {
-            Ok((seconds, nanos_part)) => chrono::DateTime::from_timestamp(seconds, nanos_part.unsigned_abs())
-                .map_or(Cel::Null, |at| Cel::Timestamp(at.fixed_offset())),
-            Err(_) => Cel::Null,
-        },
-        (WellKnown::Duration, Value::String(text)) => match parse_duration(text) {
-            Ok((seconds, nanos_part)) => i64::try_from(nanos(seconds, nanos_part))
-                .map_or(Cel::Null, |total| Cel::Duration(chrono::Duration::nanoseconds(total))),
-            Err(_) => Cel::Null,
-        },
-        (WellKnown::FieldMask, Value::String(text)) => {
-            let paths: Vec<Cel> = text
-                .split(',')
-                .filter(|path| !path.is_empty())
-                .map(|path| Cel::String(Arc::new(crate::proto_json::gate::snake_case(path))))
-                .collect();
-            let mut mask: HashMap<Key, Cel> = HashMap::new();
-            mask.insert(Key::from("paths".to_owned()), Cel::List(Arc::new(paths)));
-            Cel::Map(mask.into())
-        }
-        (WellKnown::Any, Value::Object(object)) => {
-            let mut any: HashMap<Key, Cel> = HashMap::new();
-            if let Some(Value::String(url)) = object.get("@type") {
-                any.insert(Key::from("type_url".to_owned()), Cel::String(Arc::new(url.clone())));
-            }
-            Cel::Map(any.into())
-        }
-        (_, value) => json(value),
-    }
+fn single_field_map(name: &str, value: Cel) -> Cel {
+    let mut map: HashMap<Key, Cel> = HashMap::new();
+    map.insert(Key::from(name.to_owned()), value);
+    Cel::Map(map.into())
 }
 
 /// A map key, spelled as JSON spells it, as its key type.
 fn key_of(kind: &Kind, key: &str) -> Key {
-    match Form::of(kind) {
-        Form::Bool => Key::from(key == "true"),
-        Form::Int32 { unsigned: true } | Form::Int64 { unsigned: true } => Key::from(key.parse::<u64>().unwrap_or(0)),
-        Form::Int32 { .. } | Form::Int64 { .. } => Key::from(key.parse::<i64>().unwrap_or(0)),
+    match Subject::of(kind, &key_value(kind, key)) {
+        Subject::Bool(flag) => Key::from(flag),
+        Subject::Number(Number::Int(number))
+            if matches!(
+                Form::of(kind),
+                Form::Int32 { unsigned: true } | Form::Int64 { unsigned: true }
+            ) =>
+        {
+            Key::from(u64::try_from(number).unwrap_or(0))
+        }
+        Subject::Number(Number::Int(number)) => Key::from(i64::try_from(number).unwrap_or(0)),
         _ => Key::from(key.to_owned()),
-    }
-}
-
-fn integer(value: &Value) -> Option<i128> {
-    match value {
-        Value::Number(number) => number
-            .as_i64()
-            .map(i128::from)
-            .or_else(|| number.as_u64().map(i128::from))
-            .or_else(|| number.as_f64().map(|float| float as i128)),
-        Value::String(text) => text.parse().ok(),
-        _ => None,
-    }
-}
-
-fn default_of(kind: &Kind) -> Cel {
-    match Form::of(kind) {
-        Form::Int32 { unsigned: true } | Form::Int64 { unsigned: true } => Cel::UInt(0),
-        Form::Int32 { .. } | Form::Int64 { .. } | Form::Enum(_) => Cel::Int(0),
-        Form::Float { .. } => Cel::Float(0.0),
-        Form::Bool => Cel::Bool(false),
-        Form::String => Cel::String(Arc::new(String::new())),
-        Form::Bytes => Cel::Bytes(Arc::new(Vec::new())),
-        _ => Cel::Null,
     }
 }
 

@@ -22,7 +22,7 @@ mod subject;
 use prost_reflect::{FieldDescriptor, MessageDescriptor};
 
 pub use check::{check_exclusive, Place, Violation};
-pub use read::{field_rules_of, read_message_rules};
+pub use read::read_message_rules;
 pub use subject::Subject;
 
 /// The rules of one message: its fields', its oneofs' and its own.

@@ -31,11 +31,6 @@ impl Options {
     }
 }
 
-/// The rules one field declares, if the pool declares buf.validate and the rules read.
-pub fn field_rules_of(field: &FieldDescriptor) -> Option<FieldRules> {
-    declared_rules(&Options::of(field.parent_pool())?, field)?.ok()
-}
-
 /// The rules of a field that declares any; or why they cannot be enforced as written.
 fn declared_rules(options: &Options, field: &FieldDescriptor) -> Option<Result<FieldRules, String>> {
     let field_options = field.options();

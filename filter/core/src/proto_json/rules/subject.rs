@@ -87,19 +87,13 @@ impl<'a> Subject<'a> {
             Subject::Other => false,
         }
     }
+}
 
-    pub fn into_owned(self) -> Subject<'static> {
-        match self {
-            Subject::Text(text) => Subject::Text(Cow::Owned(text.into_owned())),
-            Subject::TypeUrl(text) => Subject::TypeUrl(Cow::Owned(text.into_owned())),
-            Subject::Bytes(bytes) => Subject::Bytes(Cow::Owned(bytes.into_owned())),
-            Subject::Number(number) => Subject::Number(number),
-            Subject::Bool(value) => Subject::Bool(value),
-            Subject::Enum(number) => Subject::Enum(number),
-            Subject::Nanos(nanos) => Subject::Nanos(nanos),
-            Subject::Paths(paths) => Subject::Paths(paths),
-            Subject::Other => Subject::Other,
-        }
+/// A map key, spelled as JSON spells every key, as the JSON value its key type takes.
+pub fn key_value(kind: &Kind, key: &str) -> Value {
+    match kind {
+        Kind::Bool => Value::Bool(key == "true"),
+        _ => Value::String(key.to_owned()),
     }
 }
 
