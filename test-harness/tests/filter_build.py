@@ -93,6 +93,9 @@ WASM = WasmBuild()
 
 # The header the module sets to a tool's cluster, for the route that forwards routed calls.
 CLUSTER_HEADER = "x-switchblade-cluster"
+# The filter state the module sets on each call it routes; the route matches it too, so that
+# only the module can choose that route (README: Envoy wiring).
+ROUTED_CALL_FILTER_STATE = "switchblade.routed_call"
 
 
 class ModuleBuild:
@@ -132,7 +135,8 @@ class ModuleBuild:
     def prepare(self, bootstrap: dict[str, Any]) -> None:
         _module_access_logs(bootstrap)
         _module_token_payload(bootstrap)
-        route = {"match": {"prefix": "/", "headers": [{"name": CLUSTER_HEADER, "present_match": True}]},
+        route = {"match": {"prefix": "/", "headers": [{"name": CLUSTER_HEADER, "present_match": True}],
+                           "filter_state": [{"key": ROUTED_CALL_FILTER_STATE, "string_match": {"safe_regex": {"regex": ".+"}}}]},
                  "route": {"cluster_header": CLUSTER_HEADER}}
         for listener in bootstrap["static_resources"]["listeners"]:
             for chain in listener["filter_chains"]:

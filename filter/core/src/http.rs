@@ -270,6 +270,29 @@ impl HttpResponse {
         Self::refused(403, message)
     }
 
+    /// A request that carries the header tool calls are routed by: refused on every path, as
+    /// JSON-RPC on the MCP path and as plain text elsewhere (a gRPC client reads a 403 as
+    /// PERMISSION_DENIED).
+    pub fn routing_header_refused(header: &str, on_mcp_path: bool) -> Self {
+        let message = format!(
+            "Forbidden: the {header} header is reserved: Switchblade sets it to route the tool calls it has checked, \
+             and refuses a request that carries it"
+        );
+        let mut response = if on_mcp_path {
+            Self::forbidden(&message)
+        } else {
+            HttpResponse {
+                status: 403,
+                headers: vec![("content-type", "text/plain")],
+                body: message.into_bytes(),
+            }
+        };
+        // Envoy answers a gRPC request's local reply as gRPC (trailers-only, the body as
+        // `grpc-message`), with this status: PERMISSION_DENIED.
+        response.headers.push(("grpc-status", "7"));
+        response
+    }
+
     /// No verified token where authorization needs one (RFC 6750: a bearer token is the
     /// way in).
     pub fn unauthorized(message: &str) -> Self {

@@ -24,6 +24,12 @@ const FRAME_PREFIX: usize = 5;
 /// and traces the request id.
 const ROUTED_KEEPS: [&str; 3] = [":scheme", "x-forwarded-proto", "x-request-id"];
 
+/// The filter state key (a string: the tool's cluster) the module sets on each call it routes.
+/// The route that forwards routed calls matches it as well as the cluster header: filter state
+/// is written by filters only, so no client can choose that route, even where the module does
+/// not know the header's name (a configuration without `routing`).
+pub const ROUTED_CALL_FILTER_STATE: &str = "switchblade.routed_call";
+
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
 /// gRPC request).
 const ENVOY_TIMEOUT_MESSAGE: &[u8] = b"upstream request timeout";

@@ -16,7 +16,7 @@ use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders
 use switchblade_core::observe::{predefined_samples, Metric, Observations, Sample, LOG_NAMESPACE};
 use switchblade_core::reflection::Refreshed;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall};
+use switchblade_core::upstream::{call_end, too_large, CallEnd, UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
 use crate::abi::{Body, ConfigHost, ConfigStats, HeaderMap, Stream, Ticker};
 use crate::discovery::LiveCatalog;
@@ -267,14 +267,16 @@ impl Exchange {
 
     pub fn request_headers(&self, stream: &Stream, end_of_stream: bool) -> Verdict {
         let server = self.server();
-        let cluster_header = server.routing().cluster_header.as_deref();
         let path = stream.header(HeaderMap::Request, ":path").unwrap_or_default();
         let path = String::from_utf8_lossy(&path);
+        // Envoy chose this request's route before any filter ran: a client's routing header
+        // could have chosen the routed-call route already. Refused on every path.
+        let carries = |header: &str| stream.header(HeaderMap::Request, header).is_some();
+        let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
+        if let Some(refusal) = refusal {
+            return self.answer(stream, &refusal);
+        }
         if !is_mcp_path(&path, server.mcp_path()) {
-            // Only the filter chooses a route by the cluster header: a client's is removed.
-            if let Some(header) = cluster_header {
-                stream.remove_header(HeaderMap::Request, header);
-            }
             return Verdict::Continue;
         }
         let map = stream.headers(HeaderMap::Request);
@@ -401,6 +403,9 @@ impl Exchange {
             stream.replace_body(Body::BufferedRequest, body);
         } else {
             stream.replace_body(Body::ReceivedRequest, body);
+        }
+        if !stream.set_filter_state(ROUTED_CALL_FILTER_STATE, call.cluster()) {
+            log::warn!("Envoy refused {ROUTED_CALL_FILTER_STATE}; a route that matches it will not forward this call");
         }
         stream.clear_route_cache();
         reply.started(0, call, now());

@@ -221,6 +221,13 @@ impl HttpContext for Exchange {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
         let path = header_value(":path").unwrap_or_default();
         let path = String::from_utf8_lossy(&path);
+        // A header only the dynamic module may set (where it routes tool calls): refused in
+        // this build too, so that one configuration means the same in both.
+        let carries = |header: &str| header_value(header).is_some();
+        if let Some(refusal) = self.server.refuse_routing_header(&path, carries, &mut self.observed) {
+            self.answer(&refusal);
+            return Action::Pause;
+        }
         // Most requests are not for the MCP path: one host call decides that. A request that is
         // reads the whole map once, which also has its method and length.
         if !is_mcp_path(&path, self.server.mcp_path()) {

@@ -81,10 +81,13 @@ pub enum Refusal {
     Batch,
     /// Authorization is configured and no verified token reached the filter.
     Unauthenticated,
+    /// The request carries the header the module routes tool calls by, which only the
+    /// module may set.
+    RoutingHeader,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 11] = [
+    pub const ALL: [Refusal; 12] = [
         Refusal::MethodNotAllowed,
         Refusal::PayloadTooLarge,
         Refusal::HostNotAllowed,
@@ -96,6 +99,7 @@ impl Refusal {
         Refusal::ProtocolVersion,
         Refusal::Batch,
         Refusal::Unauthenticated,
+        Refusal::RoutingHeader,
     ];
 
     pub fn label(self) -> &'static str {
@@ -111,6 +115,7 @@ impl Refusal {
             Refusal::ProtocolVersion => "protocol_version",
             Refusal::Batch => "batch",
             Refusal::Unauthenticated => "unauthenticated",
+            Refusal::RoutingHeader => "routing_header",
         }
     }
 }

@@ -26,7 +26,7 @@ use crate::catalog::Catalog;
 use crate::config::{ConfigError, Limits, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
-use crate::http::{admit, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
+use crate::http::{admit, is_mcp_path, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::{Observations, Refusal};
 use crate::proto_json::gate::ArgumentError;
@@ -194,6 +194,27 @@ impl Server {
     /// How tool calls reach the upstream, where the host can choose.
     pub fn routing(&self) -> &Routing {
         &self.routing
+    }
+
+    /// The refusal of a request that carries the routing header (`routing.cluster_header`),
+    /// which only the module may set: a route that forwards by it must never be chosen by a
+    /// client, around authentication, authorization and the gate. `carries` says whether the
+    /// request has a header of that name; asked only when one is configured.
+    pub fn refuse_routing_header(
+        &self,
+        path: &str,
+        carries: impl FnOnce(&str) -> bool,
+        observed: &mut Observations,
+    ) -> Option<HttpResponse> {
+        let header = self.routing.cluster_header.as_deref()?;
+        if !carries(header) {
+            return None;
+        }
+        observed.refused(Refusal::RoutingHeader);
+        Some(HttpResponse::routing_header_refused(
+            header,
+            is_mcp_path(path, &self.mcp_path),
+        ))
     }
 
     /// Who may call which tool; `None` when every caller may call every tool.
