@@ -5,7 +5,7 @@ use base64::Engine;
 use prost_reflect::DescriptorPool;
 use serde_json::Value;
 
-use crate::proto_json::render::render;
+use crate::proto_json::render::{render, RenderError};
 use crate::proto_json::wire::{Reader, WireValue};
 
 /// Decodes status details with the `google.rpc` messages of the embedded descriptor set, so
@@ -21,8 +21,9 @@ impl StatusDetails {
         Some(StatusDetails { pool })
     }
 
-    /// One line per detail. The trailer may arrive as raw bytes or base64 text.
-    pub fn render(&self, trailer: &[u8]) -> Vec<String> {
+    /// One line per detail, in at most about `limit` bytes of text (what does not fit is
+    /// counted, not shown). The trailer may arrive as raw bytes or base64 text.
+    pub fn render(&self, trailer: &[u8], limit: usize) -> Vec<String> {
         // gRPC sends -bin metadata base64-encoded on the wire; hosts may or may not decode it.
         let Some(details) = base64_text(trailer)
             .and_then(|bytes| status_details(&bytes))
@@ -30,25 +31,44 @@ impl StatusDetails {
         else {
             return vec!["(grpc-status-details-bin could not be decoded as google.rpc.Status)".into()];
         };
-        details
-            .into_iter()
-            .map(|(type_url, value)| self.render_detail(&type_url, &value))
-            .collect()
+        let mut lines = Vec::with_capacity(details.len());
+        let mut left = limit;
+        for (index, (type_url, value)) in details.iter().enumerate() {
+            let Some((line, cost)) = self.render_detail(type_url, value, left) else {
+                lines.push(format!(
+                    "({} more details not shown: their JSON would be over {limit} bytes)",
+                    details.len() - index
+                ));
+                break;
+            };
+            left = left.saturating_sub(cost);
+            lines.push(line);
+        }
+        lines
     }
 
-    /// Each `Any` on its own, so one detail of an unknown type does not hide the others.
-    fn render_detail(&self, type_url: &str, bytes: &[u8]) -> String {
+    /// Each `Any` on its own, so one detail of an unknown type does not hide the others: its
+    /// line, and what it cost of the limit (its JSON, or the line); `None` if its JSON would be
+    /// over `limit`.
+    fn render_detail(&self, type_url: &str, bytes: &[u8], limit: usize) -> Option<(String, usize)> {
         let name = type_url.rsplit('/').next().unwrap_or(type_url);
-        let detail = self
-            .pool
-            .get_message_by_name(name)
-            .and_then(|descriptor| render(&descriptor, bytes).ok())
-            .and_then(|json| serde_json::from_str::<Value>(&json).ok());
-        let Some(detail) = detail else {
-            return format!("detail of type {type_url} (not decoded)");
+        let descriptor = self.pool.get_message_by_name(name);
+        let rendered = descriptor.map(|descriptor| render(&descriptor, bytes, limit));
+        if let Some(Err(RenderError::TooLarge { .. })) = rendered {
+            return None;
+        }
+        let json = rendered.and_then(Result::ok);
+        let cost = json.as_ref().map_or(0, String::len);
+        let detail = json.and_then(|json| serde_json::from_str::<Value>(&json).ok());
+        let line = match detail {
+            None => format!("detail of type {type_url} (not decoded)"),
+            Some(detail) => {
+                let short = name.rsplit('.').next().unwrap_or(name);
+                format!("{short}: {}", describe(name, &detail).trim())
+            }
         };
-        let short = name.rsplit('.').next().unwrap_or(name);
-        format!("{short}: {}", describe(name, &detail).trim())
+        let cost = cost.max(line.len());
+        Some((line, cost))
     }
 }
 
@@ -163,6 +183,15 @@ mod tests {
     use prost::Message;
     use prost_reflect::{DynamicMessage, Value as ProtoValue};
 
+    /// One detail, given as (type, JSON), encoded.
+    fn status_detail((name, json): (&str, &str)) -> Vec<u8> {
+        let descriptor = embedded_pool().unwrap().get_message_by_name(name).unwrap();
+        let mut deserializer = serde_json::Deserializer::from_str(json);
+        DynamicMessage::deserialize(descriptor, &mut deserializer)
+            .unwrap()
+            .encode_to_vec()
+    }
+
     /// A google.rpc.Status with the given details, each given as (type, JSON).
     fn status(details: &[(&str, &str)]) -> Vec<u8> {
         let pool = embedded_pool().unwrap();
@@ -171,13 +200,10 @@ mod tests {
         status.set_field_by_name("code", ProtoValue::I32(3));
         let packed: Vec<ProtoValue> = details
             .iter()
-            .map(|(name, json)| {
-                let descriptor = pool.get_message_by_name(name).unwrap();
-                let mut deserializer = serde_json::Deserializer::from_str(json);
-                let detail = DynamicMessage::deserialize(descriptor, &mut deserializer).unwrap();
+            .map(|&(name, json)| {
                 let mut wrapper = DynamicMessage::new(any.clone());
                 wrapper.set_field_by_name("type_url", ProtoValue::String(format!("type.googleapis.com/{name}")));
-                wrapper.set_field_by_name("value", ProtoValue::Bytes(detail.encode_to_vec().into()));
+                wrapper.set_field_by_name("value", ProtoValue::Bytes(status_detail((name, json)).into()));
                 ProtoValue::Message(wrapper)
             })
             .collect();
@@ -186,7 +212,40 @@ mod tests {
     }
 
     fn render(bytes: &[u8]) -> Vec<String> {
-        StatusDetails::new(embedded_pool().unwrap()).unwrap().render(bytes)
+        StatusDetails::new(embedded_pool().unwrap())
+            .unwrap()
+            .render(bytes, usize::MAX)
+    }
+
+    #[test]
+    fn details_past_the_limit_are_counted_not_shown() {
+        let violation = (
+            "google.rpc.BadRequest",
+            r#"{"field_violations":[{"field":"page_size","description":"must be at most 50"}]}"#,
+        );
+        let bytes = status(&[violation, violation, violation]);
+        let details = StatusDetails::new(embedded_pool().unwrap()).unwrap();
+        let (_, one) = details
+            .render_detail(
+                "type.googleapis.com/google.rpc.BadRequest",
+                &status_detail(violation),
+                usize::MAX,
+            )
+            .unwrap();
+        assert_eq!(details.render(&bytes, 3 * one).len(), 3);
+        let cut = details.render(&bytes, 3 * one - 1);
+        assert_eq!(cut.len(), 3, "{cut:?}");
+        assert_eq!(
+            cut[2],
+            format!(
+                "(1 more details not shown: their JSON would be over {} bytes)",
+                3 * one - 1
+            )
+        );
+        assert_eq!(
+            details.render(&bytes, 10),
+            ["(3 more details not shown: their JSON would be over 10 bytes)"]
+        );
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc_status::{INTERNAL, UNAVAILABLE};
-use crate::http::HeaderPair;
+use crate::http::{header_pairs, HeaderPair};
 
 /// The length of a gRPC frame's prefix: a compression flag, then the message length.
 const FRAME_PREFIX: usize = 5;
@@ -29,6 +29,11 @@ const ROUTED_KEEPS: [&str; 3] = [":scheme", "x-forwarded-proto", "x-request-id"]
 /// is written by filters only, so no client can choose that route, even where the module does
 /// not know the header's name (a configuration without `routing`).
 pub const ROUTED_CALL_FILTER_STATE: &str = "switchblade.routed_call";
+
+/// How much later than the tool's deadline Envoy's router gives up on a routed call: the module
+/// answers DEADLINE_EXCEEDED at the deadline itself (the router, once the upstream's headers
+/// have come, could only reset the stream), and the router's timeout stays as a backstop.
+const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
 /// gRPC request).
@@ -103,8 +108,8 @@ impl UpstreamCall {
     }
 
     /// The request headers that make an MCP request this call, for Envoy's router to forward:
-    /// the call's own, the deadline as the router takes it (it answers DEADLINE_EXCEEDED past
-    /// it, as for a callout), the cluster for a route with `cluster_header`, and what the
+    /// the call's own, the router's timeout (a little past the deadline, see
+    /// [`ROUTER_TIMEOUT_GRACE`]), the cluster for a route with `cluster_header`, and what the
     /// router and the access log need of the original request (scheme, request id).
     pub fn routed_headers<'a>(
         &'a self,
@@ -116,8 +121,11 @@ impl UpstreamCall {
             .into_iter()
             .map(|(name, value)| (name, value.as_bytes().to_vec()))
             .collect();
-        let timeout_ms = self.tool.timeout.as_millis().to_string();
-        headers.push(("x-envoy-upstream-rq-timeout-ms", timeout_ms.into_bytes()));
+        let timeout = self.tool.timeout + ROUTER_TIMEOUT_GRACE;
+        headers.push((
+            "x-envoy-upstream-rq-timeout-ms",
+            timeout.as_millis().to_string().into_bytes(),
+        ));
         headers.push((cluster_header, self.tool.cluster.as_bytes().to_vec()));
         for (name, value) in original {
             if ROUTED_KEEPS.contains(name) && !headers.iter().any(|(known, _)| known == name) {
@@ -198,6 +206,55 @@ pub enum CallEnd<'a> {
         status: u32,
         body: &'a [u8],
     },
+}
+
+/// What has come back on one call so far, as a host hears it: in parts (headers, then data,
+/// then trailers), or whole. Past the limit, the body's bytes are counted and dropped.
+#[derive(Debug, Default)]
+pub struct CallResponse {
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    /// The body's whole size, of which only what fits the limit is kept.
+    size: usize,
+    trailers: Vec<(String, Vec<u8>)>,
+}
+
+/// One part of a call's answer, as a host hears it.
+#[derive(Debug)]
+pub enum CallPart<'a> {
+    Headers(Vec<(String, Vec<u8>)>),
+    Data(&'a [u8]),
+    Trailers(Vec<(String, Vec<u8>)>),
+}
+
+impl CallResponse {
+    /// Adds a part; `limit` is `limits.max_response_bytes`.
+    pub fn add(&mut self, part: CallPart<'_>, limit: usize) {
+        match part {
+            CallPart::Headers(headers) => self.headers = headers,
+            CallPart::Data(data) => {
+                self.size = self.size.saturating_add(data.len());
+                if too_large(self.size, limit).is_none() {
+                    self.body.extend_from_slice(data);
+                }
+            }
+            CallPart::Trailers(trailers) => self.trailers = trailers,
+        }
+    }
+
+    /// How the call ended, once the host says it has (`reset`: without a whole answer).
+    pub fn end(&self, reset: bool, limit: usize) -> CallEnd<'_> {
+        if reset {
+            return CallEnd::Reset;
+        }
+        too_large(self.size, limit)
+            .unwrap_or_else(|| call_end(&header_pairs(&self.headers), &self.body, &header_pairs(&self.trailers)))
+    }
+
+    /// The headers heard so far.
+    pub fn headers(&self) -> &[(String, Vec<u8>)] {
+        &self.headers
+    }
 }
 
 /// The end to file instead of reading an answer whose body has `body_size` bytes, if its message

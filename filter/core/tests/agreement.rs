@@ -135,7 +135,7 @@ fn validator(schema: &Json) -> jsonschema::Validator {
 }
 
 fn render(descriptor: &MessageDescriptor, bytes: &[u8]) -> Json {
-    serde_json::from_str(&render_response(descriptor, bytes).unwrap()).unwrap()
+    serde_json::from_str(&render_response(descriptor, bytes, usize::MAX).unwrap()).unwrap()
 }
 
 /// prost-reflect's rendering of the same bytes as JSON text, with the same options.

@@ -29,7 +29,7 @@ use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders
 use switchblade_core::observe::{Observations, LOG_NAMESPACE};
 use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{call_end, too_large, CallEnd};
+use switchblade_core::upstream::UpstreamCall;
 
 use crate::stats::Stats;
 
@@ -202,18 +202,9 @@ impl Context for Exchange {
         let State::AwaitingUpstream(reply) = &mut self.state else {
             return;
         };
-        let Some(call) = reply.take(u64::from(token)) else {
-            return;
-        };
-        let (server, observed) = (&self.server, &mut self.observed);
-        if let Some(too_large) = too_large(body_size, server.limits().max_response_bytes) {
-            server.file(reply, &call, too_large, now(), observed);
-        } else {
-            let (headers, body, trailers) = call_response(headers, body_size, trailers);
-            let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
-            server.file(reply, &call, end, now(), observed);
-        }
-        self.send_if_complete();
+        let read = || call_response(headers, body_size, trailers);
+        (self.server).call_answered(reply, u64::from(token), body_size, read, now(), &mut self.observed);
+        self.start_calls();
     }
 }
 
@@ -294,31 +285,33 @@ impl Exchange {
             body,
             caller: &caller,
         };
-        let mut reply = match self.server.handle(request, &mut self.observed) {
-            Outcome::Respond(response) => return self.answer(&response),
-            Outcome::Await(reply) => reply,
-        };
-        for call in reply.take_calls_to_start() {
-            match call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout()) {
-                Ok(token) => reply.started(u64::from(token), call, now()),
-                Err(status) => {
-                    warn!("cannot call cluster {:?}: {status:?}", call.cluster());
-                    let reason = format!("{status:?}");
-                    let end = CallEnd::NotStarted { reason: &reason };
-                    self.server.file(&mut reply, &call, end, now(), &mut self.observed);
-                }
+        match self.server.handle(request, &mut self.observed) {
+            Outcome::Respond(response) => self.answer(&response),
+            Outcome::Await(reply) => {
+                self.state = State::AwaitingUpstream(reply);
+                self.start_calls();
             }
         }
-        self.state = State::AwaitingUpstream(reply);
-        self.send_if_complete();
     }
 
-    /// Sends the reply once no call is out any more.
-    fn send_if_complete(&mut self) {
-        if matches!(&self.state, State::AwaitingUpstream(reply) if reply.is_complete()) {
-            if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
-                self.send(&reply.into_response());
-            }
+    /// Starts the calls the reply may have out now, and sends it once none is out or waiting.
+    fn start_calls(&mut self) {
+        let State::AwaitingUpstream(reply) = &mut self.state else {
+            return;
+        };
+        let start = |call: &UpstreamCall| {
+            call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
+                .map(u64::from)
+                .map_err(|status| {
+                    warn!("cannot call cluster {:?}: {status:?}", call.cluster());
+                    format!("{status:?}")
+                })
+        };
+        if !self.server.start_calls(reply, start, now(), &mut self.observed) {
+            return;
+        }
+        if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
+            self.send(&reply.into_response());
         }
     }
 

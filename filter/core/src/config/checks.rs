@@ -39,6 +39,10 @@ impl PluginConfig {
             ("max_request_bytes", limits.max_request_bytes),
             ("max_request_message_bytes", limits.max_request_message_bytes),
             ("max_response_bytes", limits.max_response_bytes),
+            ("max_rendered_bytes", limits.max_rendered_bytes.unwrap_or(1)),
+            ("max_batch_size", limits.max_batch_size),
+            ("max_calls_in_flight", limits.max_calls_in_flight),
+            ("max_batch_reply_bytes", limits.max_batch_reply_bytes.unwrap_or(1)),
         ];
         if let Some((key, _)) = sizes.iter().find(|(_, value)| *value == 0) {
             return Err(ConfigError(format!("at `limits.{key}`: must be greater than 0")));

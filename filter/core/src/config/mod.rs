@@ -126,7 +126,39 @@ pub struct Limits {
     pub max_request_message_bytes: usize,
     /// Largest response message accepted from upstream, in bytes.
     pub max_response_bytes: usize,
+    /// Largest JSON rendering of one response message, in bytes; unset: four times
+    /// `max_response_bytes` ([`Limits::rendered_bytes`]). Fields without presence are written at
+    /// their defaults, so a few bytes of empty messages can render to far more.
+    pub max_rendered_bytes: Option<usize>,
+    /// Most messages in one JSON-RPC batch (2025-03-26).
+    pub max_batch_size: usize,
+    /// Most upstream calls one request has out at once; a batch's other calls wait their turn.
+    pub max_calls_in_flight: usize,
+    /// Largest answer to a batch, in bytes; unset: twice [`Limits::rendered_bytes`]
+    /// ([`Limits::batch_reply_bytes`]). Answers that would take it past are replaced by an
+    /// error that names it.
+    pub max_batch_reply_bytes: Option<usize>,
 }
+
+impl Limits {
+    /// The bound on one response's JSON rendering.
+    pub fn rendered_bytes(&self) -> usize {
+        self.max_rendered_bytes
+            .unwrap_or_else(|| self.max_response_bytes.saturating_mul(RENDERED_PER_RESPONSE_BYTE))
+    }
+
+    /// The bound on a batch's answer.
+    pub fn batch_reply_bytes(&self) -> usize {
+        self.max_batch_reply_bytes
+            .unwrap_or_else(|| self.rendered_bytes().saturating_mul(2))
+    }
+}
+
+/// How much larger than a response message its JSON may be, by default: room for field names
+/// and the defaults of fields left out of ordinary answers, not for a hostile multiplication.
+const RENDERED_PER_RESPONSE_BYTE: usize = 4;
+pub const DEFAULT_MAX_BATCH_SIZE: usize = 64;
+pub const DEFAULT_MAX_CALLS_IN_FLIGHT: usize = 8;
 
 /// Below serde_json's own recursion limit (128), so that this limit is the one that answers.
 pub const MAX_JSON_DEPTH: usize = 100;
@@ -138,6 +170,10 @@ impl Default for Limits {
             max_json_depth: MAX_JSON_DEPTH,
             max_request_message_bytes: 1024 * 1024,
             max_response_bytes: 4 * 1024 * 1024,
+            max_rendered_bytes: None,
+            max_batch_size: DEFAULT_MAX_BATCH_SIZE,
+            max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
+            max_batch_reply_bytes: None,
         }
     }
 }

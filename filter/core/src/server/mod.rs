@@ -13,6 +13,7 @@
 //! Pure: the host adapter feeds it headers and body bytes, makes the calls it asks for, and
 //! hands back how each ended ([`crate::upstream`]).
 
+pub mod calls;
 pub mod methods;
 pub mod reply;
 pub mod tool_call;
@@ -353,7 +354,11 @@ impl Server {
             };
             (Refusal::ProtocolVersion, respond_error(400, &error))
         })?;
-        if let Some(refusal) = batch.then(|| refuse_batch(era, messages.is_empty())).flatten() {
+        let max_batch_size = self.limits.max_batch_size;
+        if let Some(refusal) = batch
+            .then(|| refuse_batch(era, messages.len(), max_batch_size))
+            .flatten()
+        {
             return Err((Refusal::Batch, respond_error(400, &refusal)));
         }
         let context = RequestContext {
@@ -368,7 +373,7 @@ impl Server {
 
     /// Each message's answer, in order; calls leave a slot in the reply for their result.
     fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>, observed: &mut Observations) -> Outcome {
-        let mut reply = Reply::new(context.batch, messages.len());
+        let mut reply = Reply::new(context.batch, messages.len(), &self.limits);
         for message in messages {
             match self.handle_message(context, message, reply.next_slot(), observed) {
                 Handled::Nothing => {}

@@ -1,19 +1,23 @@
 //! The answer to one POST: one JSON-RPC response per request in the body, filled in as the
 //! calls they wait for end, and sent as one object, or as an array for a batch. It also keeps
-//! the books of those calls: planned, started under the host's token, ended.
+//! the books of those calls: waiting their turn, out under the host's token with what has come
+//! back so far, ended.
 
+use std::collections::VecDeque;
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::http::HttpResponse;
-use crate::jsonrpc::{self, RpcError, INVALID_REQUEST};
-use crate::upstream::UpstreamCall;
+use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::upstream::{CallPart, CallResponse, UpstreamCall};
 
 /// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
 #[derive(Debug)]
 pub(crate) struct Answer {
+    pub(crate) id: Value,
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
 }
@@ -22,6 +26,7 @@ impl Answer {
     /// A success whose result is already JSON text.
     pub(crate) fn raw(id: &Value, result_json: &str) -> Answer {
         Answer {
+            id: id.clone(),
             status: 200,
             body: jsonrpc::success_raw(id, result_json),
         }
@@ -29,10 +34,19 @@ impl Answer {
 
     pub(crate) fn error(era: Era, error: &RpcError) -> Answer {
         Answer {
+            id: error.id.clone(),
             status: era.error_status(error.code),
             body: jsonrpc::encode(&error.to_value()),
         }
     }
+}
+
+/// One call out: the host's token for it, and what has come back so far.
+#[derive(Debug)]
+struct CallOut {
+    token: u64,
+    call: UpstreamCall,
+    response: CallResponse,
 }
 
 /// The answer to a POST, assembled as its upstream calls return.
@@ -41,40 +55,72 @@ pub struct Reply {
     batch: bool,
     /// One response per request in the body; `None` while its call is out.
     slots: Vec<Option<Answer>>,
-    /// Calls planned, for the host to start.
-    to_start: Vec<UpstreamCall>,
-    /// Calls out, by the host's token.
-    out: Vec<(u64, UpstreamCall)>,
+    /// The bytes of the responses so far, which a batch's bound counts.
+    bytes: usize,
+    /// `limits.max_batch_reply_bytes`.
+    max_batch_bytes: usize,
+    /// `limits.max_calls_in_flight`.
+    max_in_flight: usize,
+    /// Calls planned and not yet started, in order.
+    waiting: VecDeque<UpstreamCall>,
+    /// Calls out.
+    out: Vec<CallOut>,
 }
 
 impl Reply {
-    pub(crate) fn new(batch: bool, capacity: usize) -> Self {
+    pub(crate) fn new(batch: bool, capacity: usize, limits: &Limits) -> Self {
         Reply {
             batch,
             slots: Vec::with_capacity(capacity),
-            to_start: Vec::new(),
+            bytes: 0,
+            max_batch_bytes: limits.batch_reply_bytes(),
+            max_in_flight: limits.max_calls_in_flight,
+            waiting: VecDeque::new(),
             out: Vec::new(),
         }
     }
 
-    /// The calls the host is to start; each is then [`started`](Self::started), or filed as
+    /// The calls the host is to start now: those waiting, as long as fewer than
+    /// `limits.max_calls_in_flight` are out (the rest wait until some end). Each is then
+    /// [`started`](Self::started), or filed as
     /// [`NotStarted`](crate::upstream::CallEnd::NotStarted).
     pub fn take_calls_to_start(&mut self) -> Vec<UpstreamCall> {
-        std::mem::take(&mut self.to_start)
+        let room = self.max_in_flight.saturating_sub(self.out.len());
+        let count = room.min(self.waiting.len());
+        self.waiting.drain(..count).collect()
     }
 
     /// The host has started `call` under `token`, at `now` on its clock (any epoch, the same
     /// clock as for [`Server::file`](super::Server::file)).
     pub fn started(&mut self, token: u64, mut call: UpstreamCall, now: Duration) {
         call.sent_at = Some(now);
-        self.out.push((token, call));
+        self.out.push(CallOut {
+            token,
+            call,
+            response: CallResponse::default(),
+        });
     }
 
-    /// Takes the call under `token` out of the books; `None` once it has ended. Its result is
-    /// then filed with [`Server::file`](super::Server::file).
-    pub fn take(&mut self, token: u64) -> Option<UpstreamCall> {
-        let index = self.out.iter().position(|(known, _)| *known == token)?;
-        Some(self.out.swap_remove(index).1)
+    /// Adds what the host heard on the call under `token` (ignored once it has ended);
+    /// `limit` is `limits.max_response_bytes`.
+    pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>, limit: usize) {
+        if let Some(out) = self.out.iter_mut().find(|out| out.token == token) {
+            out.response.add(part, limit);
+        }
+    }
+
+    /// The headers heard so far on the call under `token`.
+    pub fn heard_headers(&self, token: u64) -> Option<&[(String, Vec<u8>)]> {
+        let out = self.out.iter().find(|out| out.token == token)?;
+        Some(out.response.headers())
+    }
+
+    /// Takes the call under `token` out of the books, with what came back on it; `None` once
+    /// it has ended. Its result is then filed with [`Server::file`](super::Server::file).
+    pub fn take(&mut self, token: u64) -> Option<(UpstreamCall, CallResponse)> {
+        let index = self.out.iter().position(|out| out.token == token)?;
+        let out = self.out.swap_remove(index);
+        Some((out.call, out.response))
     }
 
     /// Whether the POST was a JSON-RPC batch.
@@ -84,7 +130,7 @@ impl Reply {
 
     /// Whether every response is there: no call waits to start or is out.
     pub fn is_complete(&self) -> bool {
-        self.to_start.is_empty() && self.out.is_empty() && self.slots.iter().all(Option::is_some)
+        self.waiting.is_empty() && self.out.is_empty() && self.slots.iter().all(Option::is_some)
     }
 
     /// Where the next response goes.
@@ -93,24 +139,49 @@ impl Reply {
     }
 
     pub(crate) fn answered(&mut self, answer: Answer) {
+        let answer = self.bounded(answer);
         self.slots.push(Some(answer));
     }
 
     /// Keeps the next slot for the result of `call`, which the host is to start.
     pub(crate) fn awaiting(&mut self, call: UpstreamCall) {
         self.slots.push(None);
-        self.to_start.push(call);
+        self.waiting.push_back(call);
     }
 
     /// Whether any call was planned.
     pub(crate) fn has_calls(&self) -> bool {
-        !self.to_start.is_empty() || !self.out.is_empty()
+        !self.waiting.is_empty() || !self.out.is_empty()
     }
 
     pub(crate) fn fill(&mut self, slot: usize, answer: Answer) {
+        let answer = self.bounded(answer);
         if let Some(slot) = self.slots.get_mut(slot) {
             *slot = Some(answer);
         }
+    }
+
+    /// The answer, or, in a batch whose reply it would take past its bound, an error in its
+    /// place that says so (the bound holds whatever order the calls end in).
+    fn bounded(&mut self, answer: Answer) -> Answer {
+        if self.batch && self.bytes.saturating_add(answer.body.len()) > self.max_batch_bytes {
+            let message = format!(
+                "Internal error: this answer ({} bytes) would take the batch's reply over {} bytes \
+                 (limits.max_batch_reply_bytes); send this request alone or in a smaller batch",
+                answer.body.len(),
+                self.max_batch_bytes
+            );
+            let error = RpcError::new(&answer.id, INTERNAL_ERROR, message);
+            let refused = Answer {
+                id: answer.id,
+                status: 200,
+                body: jsonrpc::encode(&error.to_value()),
+            };
+            self.bytes = self.bytes.saturating_add(refused.body.len());
+            return refused;
+        }
+        self.bytes = self.bytes.saturating_add(answer.body.len());
+        answer
     }
 
     /// The HTTP response: one JSON-RPC response, or a batch array (always 200). Nothing to
@@ -123,7 +194,8 @@ impl Reply {
                 None => HttpResponse::accepted(),
             };
         }
-        let mut body = vec![b'['];
+        let mut body = Vec::with_capacity(self.bytes + 2);
+        body.push(b'[');
         for (index, answer) in answers.enumerate() {
             if index > 0 {
                 body.push(b',');
@@ -138,10 +210,13 @@ impl Reply {
     }
 }
 
-/// Batches are a 2025-03-26 feature, and never empty.
-pub(crate) fn refuse_batch(era: Era, empty: bool) -> Option<RpcError> {
+/// Batches are a 2025-03-26 feature, never empty, and at most `max` messages long.
+pub(crate) fn refuse_batch(era: Era, size: usize, max: usize) -> Option<RpcError> {
     let message = match era {
-        Era::Legacy(BATCH_VERSION) if empty => "Invalid Request: an empty JSON-RPC batch".to_owned(),
+        Era::Legacy(BATCH_VERSION) if size == 0 => "Invalid Request: an empty JSON-RPC batch".to_owned(),
+        Era::Legacy(BATCH_VERSION) if size > max => {
+            format!("Invalid Request: the batch has {size} messages; the limit is {max} (limits.max_batch_size)")
+        }
         Era::Legacy(BATCH_VERSION) => return None,
         Era::Legacy(version) => format!(
             "Invalid Request: JSON-RPC batches are only allowed in protocol version {BATCH_VERSION}, not {version}"

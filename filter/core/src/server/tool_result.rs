@@ -14,9 +14,8 @@ use crate::eras::Era;
 use crate::grpc_status::{
     readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, OK, RESOURCE_EXHAUSTED, UNAVAILABLE,
 };
-use crate::jsonrpc;
 use crate::observe::Observations;
-use crate::proto_json::render::{render, write_string};
+use crate::proto_json::render::{render, write_string, RenderError};
 use crate::upstream::{grpc_status_of_http, CallEnd, GrpcReply, UpstreamCall};
 use crate::wrapped_root::wrap_content;
 
@@ -78,16 +77,22 @@ impl Server {
     /// With the call's gRPC status (INTERNAL for a response that cannot be decoded).
     fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> (u32, Result<String, String>) {
         if grpc.status == OK {
-            return match render(&tool.method.output(), grpc.body) {
+            return match render(&tool.method.output(), grpc.body, self.limits.rendered_bytes()) {
                 Ok(content) => (OK, Ok(wrap_content(tool.wrap_output, content))),
-                Err(error) => (
+                Err(RenderError::Invalid(why)) => (
                     INTERNAL,
                     Err(format!(
-                        "{} answered with a response that could not be decoded: {}",
-                        rpc_name(tool),
-                        error.0
+                        "{} answered with a response that could not be decoded: {why}",
+                        rpc_name(tool)
                     )),
                 ),
+                Err(RenderError::TooLarge { limit }) => {
+                    let message = format!(
+                        "the response's JSON would be over {limit} bytes (limits.max_rendered_bytes): \
+                         fields left out are written at their defaults; ask for less"
+                    );
+                    failure(tool, RESOURCE_EXHAUSTED, &message)
+                }
             };
         }
         let message = grpc
@@ -96,7 +101,7 @@ impl Server {
             .unwrap_or_default();
         let mut text = grpc_failure_text(tool, grpc.status, &message);
         if let (Some(details), Some(renderer)) = (grpc.details, &self.status_details) {
-            for line in renderer.render(details) {
+            for line in renderer.render(details, self.limits.rendered_bytes()) {
                 text.push_str("\n- ");
                 text.push_str(&line);
             }
@@ -126,10 +131,7 @@ impl Server {
             json.push_str(&self.result_meta);
         }
         json.push('}');
-        Answer {
-            status: 200,
-            body: jsonrpc::success_raw(id, &json),
-        }
+        Answer::raw(id, &json)
     }
 }
 

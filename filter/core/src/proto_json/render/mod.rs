@@ -26,17 +26,87 @@ pub(super) const MAX_DEPTH: usize = 100;
 
 /// Why an upstream answer could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ResponseError(pub String);
+pub enum RenderError {
+    /// The bytes are not a valid message of the type, and why.
+    Invalid(String),
+    /// The JSON would be larger than the limit it was rendered with.
+    TooLarge { limit: usize },
+}
 
-/// The answer `bytes`, a `message`, as JSON text.
-pub fn render(message: &MessageDescriptor, bytes: &[u8]) -> Result<String, ResponseError> {
-    let mut out = String::with_capacity(bytes.len() * 2 + 64);
-    write_message(&mut out, message, bytes, 0)
-        .map_err(|why| ResponseError(format!("not a valid {}: {why}", message.full_name())))?;
+/// The answer `bytes`, a `message`, as JSON text of at most `limit` bytes, give or take one
+/// scalar: rendering stops as soon as the text has grown past it, before the rest is built.
+pub fn render(message: &MessageDescriptor, bytes: &[u8], limit: usize) -> Result<String, RenderError> {
+    let mut out = String::with_capacity((bytes.len() * 2 + 64).min(limit));
+    let level = Level::root(limit);
+    let written = write_message(&mut out, message, bytes, level).and_then(|()| level.check(&out));
+    written.map_err(|why| match why {
+        Why::Invalid(why) => RenderError::Invalid(format!("not a valid {}: {why}", message.full_name())),
+        Why::TooLarge => RenderError::TooLarge { limit },
+    })?;
     Ok(out)
 }
 
-pub(super) type Why = String;
+/// Why rendering stopped.
+#[derive(Debug)]
+pub(super) enum Why {
+    Invalid(String),
+    TooLarge,
+}
+
+impl From<String> for Why {
+    fn from(why: String) -> Self {
+        Why::Invalid(why)
+    }
+}
+
+impl From<&str> for Why {
+    fn from(why: &str) -> Self {
+        Why::Invalid(why.to_owned())
+    }
+}
+
+/// Where a value is written: how deep among messages, and how long the text it goes into may
+/// grow. Fields without presence are written at their defaults, so a few bytes of empty
+/// messages can ask for far more text than they take: the limit is checked as each field and
+/// each item is written, not once at the end.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Level {
+    depth: usize,
+    limit: usize,
+}
+
+impl Level {
+    fn root(limit: usize) -> Self {
+        Level { depth: 0, limit }
+    }
+
+    pub(super) fn deeper(self) -> Self {
+        Level {
+            depth: self.depth + 1,
+            ..self
+        }
+    }
+
+    pub(super) fn depth(self) -> usize {
+        self.depth
+    }
+
+    /// The level of a value written into a text of its own, which goes into `out` afterwards.
+    pub(super) fn apart(self, out: &str) -> Self {
+        Level {
+            limit: self.limit.saturating_sub(out.len()),
+            ..self.deeper()
+        }
+    }
+
+    /// Stops once `out` has grown past the limit.
+    pub(super) fn check(self, out: &str) -> Result<(), Why> {
+        if out.len() > self.limit {
+            return Err(Why::TooLarge);
+        }
+        Ok(())
+    }
+}
 
 /// One field occurrence on the wire.
 #[derive(Clone, Copy)]
@@ -49,13 +119,14 @@ pub(super) fn write_message(
     out: &mut String,
     message: &MessageDescriptor,
     bytes: &[u8],
-    depth: usize,
+    level: Level,
 ) -> Result<(), Why> {
-    if depth > MAX_DEPTH {
-        return Err(format!("messages are nested more than {MAX_DEPTH} deep"));
+    if level.depth > MAX_DEPTH {
+        return Err(format!("messages are nested more than {MAX_DEPTH} deep").into());
     }
+    level.check(out)?;
     if let Form::WellKnown(well_known) = Form::of(&Kind::Message(message.clone())) {
-        return write_well_known(out, &well_known, message, bytes, depth);
+        return write_well_known(out, &well_known, message, bytes, level);
     }
     let mut fields = index(bytes)?;
     let winners = oneof_winners(message, &fields);
@@ -80,14 +151,15 @@ pub(super) fn write_message(
         write_string(out, field.name());
         out.push(':');
         if field.is_map() {
-            write_map(out, &field, occurrences, depth)?;
+            write_map(out, &field, occurrences, level)?;
         } else if field.is_list() {
-            write_list(out, &field, occurrences, depth)?;
+            write_list(out, &field, occurrences, level)?;
         } else if let Some(last) = occurrences.last() {
-            write_singular(out, &field, occurrences, last, depth)?;
+            write_singular(out, &field, occurrences, last, level)?;
         } else {
             write_default(out, &field);
         }
+        level.check(out)?;
     }
     out.push('}');
     Ok(())
@@ -133,7 +205,7 @@ fn write_singular(
     field: &FieldDescriptor,
     occurrences: &[Occurrence<'_>],
     last: &Occurrence<'_>,
-    depth: usize,
+    level: Level,
 ) -> Result<(), Why> {
     let Kind::Message(message) = field.kind() else {
         return write_scalar(out, field, &field.kind(), last.value);
@@ -141,13 +213,13 @@ fn write_singular(
     // A message given more than once is their merge, which is what their bytes concatenated
     // decode to.
     if let [only] = occurrences {
-        return write_message(out, &message, message_bytes(field, only.value)?, depth + 1);
+        return write_message(out, &message, message_bytes(field, only.value)?, level.deeper());
     }
     let mut merged = Vec::new();
     for occurrence in occurrences {
         merged.extend_from_slice(message_bytes(field, occurrence.value)?);
     }
-    write_message(out, &message, &merged, depth + 1)
+    write_message(out, &message, &merged, level.deeper())
 }
 
 fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'a [u8], Why> {
@@ -161,7 +233,7 @@ fn write_list(
     out: &mut String,
     field: &FieldDescriptor,
     occurrences: &[Occurrence<'_>],
-    depth: usize,
+    level: Level,
 ) -> Result<(), Why> {
     let kind = field.kind();
     out.push('[');
@@ -176,7 +248,7 @@ fn write_list(
         match (&kind, occurrence.value) {
             (Kind::Message(message), value) => {
                 separate(out);
-                write_message(out, message, message_bytes(field, value)?, depth + 1)?;
+                write_message(out, message, message_bytes(field, value)?, level.deeper())?;
             }
             // Numbers may come packed, whatever the descriptor says.
             (kind, WireValue::Len(packed)) if is_packable(kind) => {
@@ -189,6 +261,7 @@ fn write_list(
                         None => WireValue::Varint(reader.varint().map_err(str::to_owned)?),
                     };
                     write_scalar(out, field, kind, value)?;
+                    level.check(out)?;
                 }
             }
             (kind, value) => {
@@ -196,20 +269,21 @@ fn write_list(
                 write_scalar(out, field, kind, value)?;
             }
         }
+        level.check(out)?;
     }
     out.push(']');
     Ok(())
 }
 
 fn take<const N: usize>(reader: &mut Reader<'_>) -> Result<[u8; N], Why> {
-    reader.fixed::<N>().map_err(str::to_owned)
+    reader.fixed::<N>().map_err(Why::from)
 }
 
 fn write_map(
     out: &mut String,
     field: &FieldDescriptor,
     occurrences: &[Occurrence<'_>],
-    depth: usize,
+    level: Level,
 ) -> Result<(), Why> {
     let Kind::Message(entry) = field.kind() else {
         return Err(wrong_wire_type(field));
@@ -255,19 +329,20 @@ fn write_map(
         out.push(':');
         match (value, value_field.kind()) {
             (Some(value), Kind::Message(message)) => {
-                write_message(out, &message, message_bytes(&value_field, *value)?, depth + 1)?
+                write_message(out, &message, message_bytes(&value_field, *value)?, level.deeper())?
             }
             (Some(value), kind) => write_scalar(out, &value_field, &kind, *value)?,
-            (None, Kind::Message(message)) => write_message(out, &message, &[], depth + 1)?,
+            (None, Kind::Message(message)) => write_message(out, &message, &[], level.deeper())?,
             (None, _) => write_default(out, &value_field),
         }
+        level.check(out)?;
     }
     out.push('}');
     Ok(())
 }
 
 pub(super) fn wrong_wire_type(field: &FieldDescriptor) -> Why {
-    format!("field {} has the wrong wire type", field.name())
+    format!("field {} has the wrong wire type", field.name()).into()
 }
 
 fn is_packable(kind: &Kind) -> bool {

@@ -2,9 +2,15 @@ use super::*;
 use crate::descriptors::embedded_pool;
 use serde_json::{json, Value};
 
+/// No bound on the text, for tests about what is written.
+const UNBOUNDED: usize = usize::MAX;
+
+fn message(name: &str) -> MessageDescriptor {
+    embedded_pool().unwrap().get_message_by_name(name).unwrap()
+}
+
 fn rendered(name: &str, bytes: &[u8]) -> Value {
-    let message = embedded_pool().unwrap().get_message_by_name(name).unwrap();
-    serde_json::from_str(&render(&message, bytes).unwrap()).unwrap()
+    serde_json::from_str(&render(&message(name), bytes, UNBOUNDED).unwrap()).unwrap()
 }
 
 #[test]
@@ -38,13 +44,12 @@ fn follows_protobufs_rules_for_repeats() {
 
 #[test]
 fn refuses_garbage_responses() {
-    let user = embedded_pool()
-        .unwrap()
-        .get_message_by_name("demo.users.v1.User")
-        .unwrap();
+    let user = message("demo.users.v1.User");
     for bytes in [&[0xff, 0xff, 0xff][..], &[0x12, 5, b'a'], &[0x12, 1, 0xff], &[0x08]] {
-        let error = render(&user, bytes).unwrap_err();
-        assert!(error.0.starts_with("not a valid demo.users.v1.User: "), "{}", error.0);
+        let Err(RenderError::Invalid(why)) = render(&user, bytes, UNBOUNDED) else {
+            panic!("{bytes:?} rendered");
+        };
+        assert!(why.starts_with("not a valid demo.users.v1.User: "), "{why}");
     }
 }
 
@@ -58,14 +63,46 @@ fn deep_nesting_is_refused_not_overflowed() {
         outer.extend_from_slice(&bytes);
         bytes = outer;
     }
-    let tree = embedded_pool()
-        .unwrap()
-        .get_message_by_name("test.kitchensink.v1.Tree")
+    let Err(RenderError::Invalid(why)) = render(&message("test.kitchensink.v1.Tree"), &bytes, UNBOUNDED) else {
+        panic!("rendered");
+    };
+    assert!(why.contains("nested more than 100 deep"), "{why}");
+}
+
+/// `Everything` with `count` empty `Scalars` in its `many` (two bytes each on the wire, all
+/// fifteen fields written at their defaults in JSON).
+fn empty_children(count: usize) -> Vec<u8> {
+    let child = message("test.kitchensink.v1.Everything")
+        .get_field_by_name("many")
         .unwrap();
-    assert!(render(&tree, &bytes)
-        .unwrap_err()
-        .0
-        .contains("nested more than 100 deep"));
+    let tag = u8::try_from(child.number() << 3 | 2).unwrap();
+    [tag, 0].repeat(count)
+}
+
+#[test]
+fn the_text_stops_at_its_limit_exactly() {
+    let everything = message("test.kitchensink.v1.Everything");
+    let bytes = empty_children(3);
+    let whole = render(&everything, &bytes, UNBOUNDED).unwrap();
+    assert!(whole.len() > 3 * 100, "{whole}");
+    assert_eq!(render(&everything, &bytes, whole.len()).unwrap(), whole);
+    assert_eq!(
+        render(&everything, &bytes, whole.len() - 1),
+        Err(RenderError::TooLarge { limit: whole.len() - 1 })
+    );
+}
+
+#[test]
+fn empty_messages_cannot_multiply_past_the_limit() {
+    // A megabyte of empty messages would be hundreds of megabytes of defaults; rendering
+    // stops at the limit instead of building them.
+    let bytes = empty_children(512 * 1024);
+    let started = std::time::Instant::now();
+    assert_eq!(
+        render(&message("test.kitchensink.v1.Everything"), &bytes, 1 << 20),
+        Err(RenderError::TooLarge { limit: 1 << 20 })
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]

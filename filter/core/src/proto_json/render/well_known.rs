@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use prost_reflect::MessageDescriptor;
 
 use super::scalar::{write_default, write_float, write_scalar, write_string};
-use super::{index, write_message, Occurrence, Why, MAX_DEPTH};
+use super::{index, write_message, Level, Occurrence, Why, MAX_DEPTH};
 use crate::proto_json::time::{format_duration, format_timestamp};
 use crate::proto_json::wire::{Reader, WireValue};
 use crate::proto_json::WellKnown;
@@ -16,7 +16,7 @@ pub(super) fn write_well_known(
     well_known: &WellKnown,
     message: &MessageDescriptor,
     bytes: &[u8],
-    depth: usize,
+    level: Level,
 ) -> Result<(), Why> {
     let fields = index(bytes)?;
     let last = |number: u32| {
@@ -29,10 +29,10 @@ pub(super) fn write_well_known(
     let varint = |number: u32| match last(number) {
         None => Ok(0),
         Some(WireValue::Varint(value)) => Ok(value),
-        Some(_) => Err(format!(
+        Some(_) => Err(Why::from(format!(
             "field {number} of {} has the wrong wire type",
             message.full_name()
-        )),
+        ))),
     };
     match well_known {
         WellKnown::Timestamp | WellKnown::Duration => {
@@ -63,17 +63,18 @@ pub(super) fn write_well_known(
                 None => write_default(out, &value_field),
             }
         }
-        WellKnown::Struct | WellKnown::ListValue | WellKnown::Value => write_json(out, well_known, bytes, depth)?,
-        WellKnown::Any => write_any(out, message, &fields, depth)?,
+        WellKnown::Struct | WellKnown::ListValue | WellKnown::Value => write_json(out, well_known, bytes, level)?,
+        WellKnown::Any => write_any(out, message, &fields, level)?,
     }
     Ok(())
 }
 
 /// `Struct`, `ListValue` and `Value`: the JSON they hold.
-fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], depth: usize) -> Result<(), Why> {
-    if depth > MAX_DEPTH {
-        return Err(format!("values are nested more than {MAX_DEPTH} deep"));
+fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], level: Level) -> Result<(), Why> {
+    if level.depth() > MAX_DEPTH {
+        return Err(format!("values are nested more than {MAX_DEPTH} deep").into());
     }
+    level.check(out)?;
     let fields = index(bytes)?;
     match well_known {
         WellKnown::Struct => {
@@ -104,7 +105,7 @@ fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], depth: usi
                 }
                 write_string(out, key);
                 out.push(':');
-                write_json(out, &WellKnown::Value, value, depth + 1)?;
+                write_json(out, &WellKnown::Value, value, level.deeper())?;
             }
             out.push('}');
         }
@@ -114,7 +115,7 @@ fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], depth: usi
                 if index > 0 {
                     out.push(',');
                 }
-                write_json(out, &WellKnown::Value, len(occurrence.value)?, depth + 1)?;
+                write_json(out, &WellKnown::Value, len(occurrence.value)?, level.deeper())?;
             }
             out.push(']');
         }
@@ -138,8 +139,8 @@ fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], depth: usi
                     std::str::from_utf8(text).map_err(|_| "a Value string is not UTF-8")?,
                 ),
                 (4, WireValue::Varint(flag)) => out.push_str(if flag != 0 { "true" } else { "false" }),
-                (5, WireValue::Len(bytes)) => write_json(out, &WellKnown::Struct, bytes, depth + 1)?,
-                (6, WireValue::Len(bytes)) => write_json(out, &WellKnown::ListValue, bytes, depth + 1)?,
+                (5, WireValue::Len(bytes)) => write_json(out, &WellKnown::Struct, bytes, level.deeper())?,
+                (6, WireValue::Len(bytes)) => write_json(out, &WellKnown::ListValue, bytes, level.deeper())?,
                 _ => return Err("a Value has the wrong wire type".into()),
             },
         },
@@ -150,12 +151,12 @@ fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], depth: usi
 fn len(value: WireValue<'_>) -> Result<&[u8], Why> {
     match value {
         WireValue::Len(bytes) => Ok(bytes),
-        _ => Err("a Struct, ListValue or Value has the wrong wire type".to_owned()),
+        _ => Err("a Struct, ListValue or Value has the wrong wire type".into()),
     }
 }
 
 /// `Any`: `@type`, then the message's fields (or `value`, for a well-known type).
-fn write_any(out: &mut String, any: &MessageDescriptor, fields: &[Occurrence<'_>], depth: usize) -> Result<(), Why> {
+fn write_any(out: &mut String, any: &MessageDescriptor, fields: &[Occurrence<'_>], level: Level) -> Result<(), Why> {
     let part = |number: u32| {
         fields
             .iter()
@@ -178,7 +179,7 @@ fn write_any(out: &mut String, any: &MessageDescriptor, fields: &[Occurrence<'_>
         .get_message_by_name(name)
         .ok_or_else(|| format!("an Any holds a {name}, which is not in the descriptor set"))?;
     let mut inner = String::new();
-    write_message(&mut inner, &message, value, depth + 1)?;
+    write_message(&mut inner, &message, value, level.apart(out))?;
     out.push_str("{\"@type\":");
     write_string(out, type_url);
     if WellKnown::of(&message).is_some() {

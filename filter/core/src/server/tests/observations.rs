@@ -28,7 +28,7 @@ fn a_call_is_counted_by_tool_outcome_and_status_with_its_upstream_time() {
     let (mut reply, mut calls) = super::calls(outcome);
     let call = calls.remove(0);
     reply.started(9, call, Duration::from_millis(1_000));
-    let call = reply.take(9).unwrap();
+    let (call, _) = reply.take(9).unwrap();
     server.file(
         &mut reply,
         &call,
@@ -99,7 +99,7 @@ fn failures_are_counted_by_kind() {
         let call = calls.into_iter().next().unwrap();
         let call = if sent {
             reply.started(1, call, Duration::from_millis(5));
-            reply.take(1).unwrap()
+            reply.take(1).unwrap().0
         } else {
             call
         };
