@@ -11,7 +11,7 @@ use switchblade_core::http::header_pairs;
 use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
 
 use crate::abi::ConfigHost;
-use crate::filter::now;
+use crate::config::now;
 
 /// The configuration's reflection refreshes.
 pub struct LiveCatalog {

@@ -1,18 +1,30 @@
 //! Switchblade as an Envoy dynamic module: the same core as the Wasm filter, native, for
 //! Envoy 1.40. Envoy loads `libswitchblade_module.so` through `envoy.filters.http.dynamic_modules`
-//! and calls the hooks in [`abi`], the only place with `unsafe`; [`filter`] is the per-request
-//! logic, in safe Rust.
+//! and calls the hooks in [`abi`], the only place with `unsafe`. Above it, in safe Rust:
+//! [`config`] is one filter configuration, shared by Envoy's workers; [`exchange`] is one
+//! request, over the small [`host`] trait that the ABI implements and the tests fake;
+//! [`discovery`] reads live reflection for a configuration.
 //!
 //! A module runs in Envoy's process with no sandbox: a crash is Envoy's crash. So the core it
 //! runs is the one the Wasm build runs (fuzzed, and tested through a real Envoy), every hook
 //! catches panics, and the crate is built with unwinding (`--profile module`) so that one can.
 
-mod abi;
-mod discovery;
-mod filter;
+// A panic that aborts cannot be caught: it would take Envoy down with it.
+#[cfg(panic = "abort")]
+compile_error!(
+    "switchblade-module must unwind on panic, so that each hook can catch one: build it with `--profile module`, not `--release`"
+);
 
-/// The core's server is shared by Envoy's worker threads: it must be `Send + Sync`.
+mod abi;
+mod config;
+mod discovery;
+mod exchange;
+mod host;
+
+/// What Envoy's worker threads share must be `Send + Sync`: the core's server, and the
+/// configuration around it.
 const _: fn() = || {
     fn shared<T: Send + Sync>() {}
     shared::<switchblade_core::server::Server>();
+    shared::<config::Config>();
 };

@@ -1,62 +1,29 @@
-//! Envoy's dynamic-module C ABI, as far as this module uses it, and every `unsafe` of the
-//! crate. Written from `source/extensions/dynamic_modules/abi/abi.h` of Envoy's 1.40 cycle (ABI
-//! version "v0.2.0"); the symbols referenced here are all present in the 1.40.0 binary, which
-//! loads modules with `RTLD_NOW`, so a missing one would refuse the module at load.
-//!
-//! Above this module the crate is safe Rust: the exported hooks turn Envoy's pointers into a
-//! [`Stream`] (one HTTP stream, valid for one hook) and the filter's own state, and catch
-//! panics, which must not cross the C boundary (one would take Envoy down).
-//!
-//! The rules the `unsafe` code relies on, from the ABI's documentation:
-//! 1. Envoy-owned memory a callback hands out (`EnvoyBuffer`, `EnvoyHttpHeader`) is valid
-//!    until the hook returns or the same map or buffer is changed; it is copied at once.
-//! 2. Module memory passed in (`ModuleBuffer`, `ModuleHttpHeader`) is copied by Envoy during
-//!    the call; it need only outlive the call.
-//! 3. Arrays Envoy fills are sized by the matching `*_size` call in the same hook, just before.
-//! 4. `HttpFilterEnvoyPtr` is valid from `on_http_filter_new` to `on_http_filter_destroy`, on
-//!    the stream's worker thread only; it never leaves a hook.
-//! 5. The pointer returned by `on_http_filter_config_new` is ours until
-//!    `on_http_filter_config_destroy`, which Envoy calls after every filter made from it is
-//!    destroyed; the one returned by `on_http_filter_new` likewise until
-//!    `on_http_filter_destroy`. Both are `Box`es turned into pointers, and back exactly once.
-//! 6. The hooks of one stream run on one thread, never at the same time, but may nest (a local
-//!    reply runs other filters inline); the stream's state is borrowed only for the length of
-//!    a hook's own work, never across a callback that can call back.
-//! 7. `HttpFilterConfigEnvoyPtr` is valid from `on_http_filter_config_new` to
-//!    `on_http_filter_config_destroy`, on the main thread only: the configuration's own calls
-//!    (streams, counters) are made from its hooks there (`config_new`, `config_scheduled`, the
-//!    `config_http_stream_*` hooks). A config scheduler may be committed from any thread until
-//!    it is deleted; the thread that commits is joined before it is.
+//! The callbacks Envoy exports, as far as the module uses them, and the safe types around
+//! them. The rules every `unsafe` here cites are in the module's documentation ([`super`]).
 
-#![allow(unsafe_code)]
-
-use std::ffi::{c_char, c_void};
-use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::collections::BTreeMap;
+use std::ffi::c_void;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use switchblade_core::http::HttpResponse;
 use switchblade_core::observe::MetricKind;
 
-use crate::filter::{Config, Exchange, Verdict};
+use crate::host::{Alarm, Body, HeaderMap, StatsHost, StreamHost};
 
-/// The ABI version this module was written against (`ENVOY_DYNAMIC_MODULES_ABI_VERSION`).
-const ABI_VERSION: &[u8] = b"v0.2.0\0";
-
-type HttpFilterConfigEnvoyPtr = *mut c_void;
-type HttpFilterConfigModulePtr = *const c_void;
-type HttpFilterEnvoyPtr = *mut c_void;
-type HttpFilterModulePtr = *const c_void;
+pub(super) type HttpFilterConfigEnvoyPtr = *mut c_void;
+pub(super) type HttpFilterConfigModulePtr = *const c_void;
+pub(super) type HttpFilterEnvoyPtr = *mut c_void;
+pub(super) type HttpFilterModulePtr = *const c_void;
 
 /// Envoy-owned bytes (rule 1).
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct EnvoyBuffer {
-    ptr: *const u8,
-    length: usize,
+    pub(super) ptr: *const u8,
+    pub(super) length: usize,
 }
 
 /// Module-owned bytes (rule 2).
@@ -100,7 +67,7 @@ fn module_pairs(pairs: &[(&str, &str)]) -> Vec<ModuleHttpHeader> {
 }
 
 impl ModuleBuffer {
-    fn of(bytes: &[u8]) -> Self {
+    pub(super) fn of(bytes: &[u8]) -> Self {
         ModuleBuffer {
             ptr: bytes.as_ptr(),
             length: bytes.len(),
@@ -109,13 +76,13 @@ impl ModuleBuffer {
 }
 
 impl EnvoyBuffer {
-    const EMPTY: EnvoyBuffer = EnvoyBuffer {
+    pub(super) const EMPTY: EnvoyBuffer = EnvoyBuffer {
         ptr: ptr::null(),
         length: 0,
     };
 
     /// A copy of the bytes (rule 1).
-    fn to_vec(self) -> Vec<u8> {
+    pub(super) fn to_vec(self) -> Vec<u8> {
         if self.ptr.is_null() || self.length == 0 {
             return Vec::new();
         }
@@ -124,34 +91,29 @@ impl EnvoyBuffer {
     }
 }
 
-/// Which header map a header callback acts on.
-#[derive(Clone, Copy)]
-#[repr(u32)]
-pub enum HeaderMap {
-    Request = 0,
-    Response = 2,
-    ResponseTrailers = 3,
+/// The ABI's number for a header map (`envoy_dynamic_module_type_http_header_type`).
+fn header_type(map: HeaderMap) -> u32 {
+    match map {
+        HeaderMap::Request => 0,
+        HeaderMap::RequestTrailers => 1,
+        HeaderMap::Response => 2,
+        HeaderMap::ResponseTrailers => 3,
+    }
 }
 
-/// Which body a body callback acts on: the chunk of the current hook, or what Envoy buffered.
-#[derive(Clone, Copy)]
-#[repr(u32)]
-pub enum Body {
-    ReceivedRequest = 0,
-    BufferedRequest = 1,
-    ReceivedResponse = 2,
-    BufferedResponse = 3,
+/// The ABI's number for a body (`envoy_dynamic_module_type_http_body_type`).
+fn body_type(body: Body) -> u32 {
+    match body {
+        Body::ReceivedRequest => 0,
+        Body::BufferedRequest => 1,
+        Body::ReceivedResponse => 2,
+        Body::BufferedResponse => 3,
+    }
 }
 
-// Statuses returned to Envoy: its own Filter*Status values.
-const HEADERS_CONTINUE: u32 = 0;
-const HEADERS_STOP_ITERATION: u32 = 1;
-const BODY_CONTINUE: u32 = 0;
-const BODY_STOP_AND_BUFFER: u32 = 1;
-const BODY_STOP_NO_BUFFER: u32 = 3;
-const TRAILERS_CONTINUE: u32 = 0;
-const TRAILERS_STOP: u32 = 1;
 const CALLOUT_SUCCESS: u32 = 0;
+/// `envoy_dynamic_module_type_http_filter_stream_reset_reason_LocalReset`.
+const LOCAL_RESET: u32 = 0;
 const LOG_LEVELS: [log::Level; 5] = [
     log::Level::Trace,
     log::Level::Debug,
@@ -276,6 +238,14 @@ extern "C" {
     fn envoy_dynamic_module_callback_http_filter_config_scheduler_new(config: HttpFilterConfigEnvoyPtr) -> *mut c_void;
     fn envoy_dynamic_module_callback_http_filter_config_scheduler_commit(scheduler: *mut c_void, event_id: u64);
     fn envoy_dynamic_module_callback_http_filter_config_scheduler_delete(scheduler: *mut c_void);
+    fn envoy_dynamic_module_callback_http_filter_reset_stream(
+        filter: HttpFilterEnvoyPtr,
+        reason: u32,
+        details: ModuleBuffer,
+    );
+    fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: HttpFilterEnvoyPtr) -> *mut c_void;
+    fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: *mut c_void, event_id: u64);
+    fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void);
 }
 
 /// What the metric calls answer when they worked (`envoy_dynamic_module_type_metrics_result`).
@@ -284,12 +254,11 @@ const METRICS_SUCCESS: u32 = 0;
 /// The configuration being made, for the one moment Envoy lets a module define its stats
 /// (during `on_http_filter_config_new`).
 pub struct ConfigStats {
-    config: HttpFilterConfigEnvoyPtr,
+    pub(super) config: HttpFilterConfigEnvoyPtr,
 }
 
-impl ConfigStats {
-    /// Defines a labeled counter or histogram; its id, or `None` if Envoy refused it.
-    pub fn define(&self, kind: MetricKind, name: &str, label_names: &[&str]) -> Option<usize> {
+impl StatsHost for ConfigStats {
+    fn define(&self, kind: MetricKind, name: &str, label_names: &[&str]) -> Option<usize> {
         let mut labels: Vec<ModuleBuffer> = label_names
             .iter()
             .map(|label| ModuleBuffer::of(label.as_bytes()))
@@ -316,7 +285,7 @@ impl ConfigStats {
 
 /// The configuration's own handle on Envoy, in one of its main-thread hooks (rule 7).
 pub struct ConfigHost {
-    config: HttpFilterConfigEnvoyPtr,
+    pub(super) config: HttpFilterConfigEnvoyPtr,
 }
 
 impl ConfigHost {
@@ -380,7 +349,7 @@ pub struct Ticker {
 }
 
 impl Ticker {
-    fn start(config: HttpFilterConfigEnvoyPtr, period: Duration) -> Option<Ticker> {
+    pub(super) fn start(config: HttpFilterConfigEnvoyPtr, period: Duration) -> Option<Ticker> {
         // SAFETY: the config pointer, inside `on_http_filter_config_new` (rule 7).
         let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_config_scheduler_new(config) };
         if scheduler.is_null() {
@@ -423,9 +392,9 @@ impl Drop for Ticker {
 }
 
 /// Envoy's logger (the `dynamic_modules` component), for the `log` macros.
-struct EnvoyLog;
+pub(super) struct EnvoyLog;
 
-static LOGGER: EnvoyLog = EnvoyLog;
+pub(super) static LOGGER: EnvoyLog = EnvoyLog;
 
 impl log::Log for EnvoyLog {
     fn enabled(&self, metadata: &log::Metadata<'_>) -> bool {
@@ -448,21 +417,22 @@ impl log::Log for EnvoyLog {
     fn flush(&self) {}
 }
 
-/// One HTTP stream, for the length of one hook (rule 4).
+/// One HTTP stream, for the length of one hook (rule 4), and the clock its configuration keeps
+/// for deadlines, if it keeps one.
 pub struct Stream {
-    filter: HttpFilterEnvoyPtr,
+    pub(super) filter: HttpFilterEnvoyPtr,
+    pub(super) deadlines: Option<&'static Deadlines>,
 }
 
-impl Stream {
-    /// The first value of a header, as bytes.
-    pub fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>> {
+impl StreamHost for Stream {
+    fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>> {
         let mut value = EnvoyBuffer::EMPTY;
         // SAFETY: the key is module memory for the call (rule 2); `value` is written by Envoy
         // and copied before the hook returns (rule 1); the size pointer may be null.
         let found = unsafe {
             envoy_dynamic_module_callback_http_get_header(
                 self.filter,
-                map as u32,
+                header_type(map),
                 ModuleBuffer::of(name.as_bytes()),
                 &mut value,
                 0,
@@ -472,10 +442,9 @@ impl Stream {
         found.then(|| value.to_vec())
     }
 
-    /// Every header of a map, in order, as owned names and byte values.
-    pub fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
+    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
         // SAFETY: a plain query on this stream (rule 4).
-        let count = unsafe { envoy_dynamic_module_callback_http_get_headers_size(self.filter, map as u32) };
+        let count = unsafe { envoy_dynamic_module_callback_http_get_headers_size(self.filter, header_type(map)) };
         if count == 0 {
             return Vec::new();
         }
@@ -487,86 +456,64 @@ impl Stream {
         };
         let mut headers = vec![empty; count];
         // SAFETY: the array has exactly the size Envoy just gave (rule 3).
-        if !unsafe { envoy_dynamic_module_callback_http_get_headers(self.filter, map as u32, headers.as_mut_ptr()) } {
+        if !unsafe {
+            envoy_dynamic_module_callback_http_get_headers(self.filter, header_type(map), headers.as_mut_ptr())
+        } {
             return Vec::new();
         }
-        headers
-            .into_iter()
-            .map(|header| {
-                let name = EnvoyBuffer {
-                    ptr: header.key_ptr,
-                    length: header.key_length,
-                }
-                .to_vec();
-                let value = EnvoyBuffer {
-                    ptr: header.value_ptr,
-                    length: header.value_length,
-                }
-                .to_vec();
-                (String::from_utf8_lossy(&name).into_owned(), value)
-            })
-            .collect()
+        // SAFETY: Envoy's headers for this hook, just filled in (rules 1 and 3).
+        unsafe { copied_headers(headers.as_ptr(), headers.len()) }
     }
 
-    /// Sets a header to one value; an empty value removes it (the ABI has no other way).
-    pub fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
+    fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
         // SAFETY: both buffers are module memory for the call (rule 2).
         unsafe {
             envoy_dynamic_module_callback_http_set_header(
                 self.filter,
-                map as u32,
+                header_type(map),
                 ModuleBuffer::of(name.as_bytes()),
                 ModuleBuffer::of(value),
             )
         }
     }
 
-    pub fn remove_header(&self, map: HeaderMap, name: &str) {
-        self.set_header(map, name, &[]);
-    }
-
-    /// The bytes of a body, copied out of Envoy's chunks.
-    pub fn body(&self, body: Body) -> Vec<u8> {
+    fn body(&self, body: Body) -> Vec<u8> {
         // SAFETY: a plain query on this stream (rule 4).
-        let count = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(self.filter, body as u32) };
+        let count = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(self.filter, body_type(body)) };
         if count == 0 {
             return Vec::new();
         }
         let mut chunks = vec![EnvoyBuffer::EMPTY; count];
         // SAFETY: the array has exactly the size Envoy just gave (rule 3).
-        if !unsafe { envoy_dynamic_module_callback_http_get_body_chunks(self.filter, body as u32, chunks.as_mut_ptr()) }
-        {
+        if !unsafe {
+            envoy_dynamic_module_callback_http_get_body_chunks(self.filter, body_type(body), chunks.as_mut_ptr())
+        } {
             return Vec::new();
         }
-        let mut bytes = Vec::with_capacity(chunks.iter().map(|chunk| chunk.length).sum());
-        for chunk in chunks {
-            bytes.extend_from_slice(&chunk.to_vec());
-        }
-        bytes
+        // SAFETY: Envoy's chunks for this hook, just filled in (rules 1 and 3).
+        unsafe { copied_chunks(chunks.as_ptr(), chunks.len()) }
     }
 
-    pub fn body_size(&self, body: Body) -> usize {
+    fn body_size(&self, body: Body) -> usize {
         // SAFETY: a plain query on this stream (rule 4).
-        unsafe { envoy_dynamic_module_callback_http_get_body_size(self.filter, body as u32) }
+        unsafe { envoy_dynamic_module_callback_http_get_body_size(self.filter, body_type(body)) }
     }
 
-    /// Replaces a body: drains it, then appends `bytes`.
-    pub fn replace_body(&self, body: Body, bytes: &[u8]) -> bool {
+    fn replace_body(&self, body: Body, bytes: &[u8]) -> bool {
         // SAFETY: draining takes a count (`usize::MAX`: all); the data is module memory for
         // the call (rule 2).
         unsafe {
-            envoy_dynamic_module_callback_http_drain_body(self.filter, body as u32, usize::MAX);
-            envoy_dynamic_module_callback_http_append_body(self.filter, body as u32, ModuleBuffer::of(bytes))
+            envoy_dynamic_module_callback_http_drain_body(self.filter, body_type(body), usize::MAX);
+            envoy_dynamic_module_callback_http_append_body(self.filter, body_type(body), ModuleBuffer::of(bytes))
         }
     }
 
-    pub fn drain_body(&self, body: Body) {
+    fn drain_body(&self, body: Body) {
         // SAFETY: draining takes a count (`usize::MAX`: all) (rule 4).
-        unsafe { envoy_dynamic_module_callback_http_drain_body(self.filter, body as u32, usize::MAX) };
+        unsafe { envoy_dynamic_module_callback_http_drain_body(self.filter, body_type(body), usize::MAX) };
     }
 
-    /// Answers the request here; the upstream is not contacted (or is reset).
-    pub fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+    fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
         let mut headers = module_pairs(headers);
         // SAFETY: the header array, body and details are module memory for the call (rule 2);
         // this may run other filters inline, and no state of ours is borrowed now (rule 6).
@@ -582,8 +529,18 @@ impl Stream {
         }
     }
 
-    /// Adds to a labeled counter, or records a histogram value, with one value per label.
-    pub fn record_metric(&self, kind: MetricKind, id: usize, label_values: &[&str], value: u64) -> bool {
+    fn reset(&self) {
+        // SAFETY: a plain action on this stream; the details are module memory (rules 2, 4).
+        unsafe {
+            envoy_dynamic_module_callback_http_filter_reset_stream(
+                self.filter,
+                LOCAL_RESET,
+                ModuleBuffer::of(b"switchblade_failed"),
+            )
+        };
+    }
+
+    fn record_metric(&self, kind: MetricKind, id: usize, label_values: &[&str], value: u64) -> bool {
         let mut labels: Vec<ModuleBuffer> = label_values
             .iter()
             .map(|label| ModuleBuffer::of(label.as_bytes()))
@@ -598,9 +555,8 @@ impl Stream {
         result == METRICS_SUCCESS
     }
 
-    /// Sets a read-only string in the stream's filter state (for access logs:
-    /// `%FILTER_STATE(key:PLAIN)%`). Each key may be set once per stream.
-    pub fn set_filter_state(&self, key: &str, value: &str) -> bool {
+    /// For access logs: `%FILTER_STATE(key:PLAIN)%`.
+    fn set_filter_state(&self, key: &str, value: &str) -> bool {
         // SAFETY: both buffers are module memory for the call (rule 2).
         unsafe {
             envoy_dynamic_module_callback_http_set_filter_state_bytes(
@@ -611,9 +567,8 @@ impl Stream {
         }
     }
 
-    /// The bytes of a string filter state object (`envoy.string`, as
-    /// `envoy.filters.http.set_filter_state` makes them), if the stream has one under `key`.
-    pub fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
+    /// A string object (`envoy.string`, as `envoy.filters.http.set_filter_state` makes them).
+    fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
         let mut value = EnvoyBuffer::EMPTY;
         // SAFETY: the key is module memory for the call (rule 2); `value` is written by Envoy
         // and copied before the hook returns (rule 1).
@@ -627,22 +582,14 @@ impl Stream {
         found.then(|| value.to_vec())
     }
 
-    pub fn clear_route_cache(&self) {
+    fn clear_route_cache(&self) {
         // SAFETY: a plain action on this stream, in the request path (rule 4).
         unsafe { envoy_dynamic_module_callback_http_clear_route_cache(self.filter) };
     }
 
-    /// Starts an HTTP request to `cluster`, sent whole: its answer comes in parts (headers,
-    /// data, trailers, then complete, or a reset) to the `on_http_filter_http_stream_*` hooks,
-    /// under the id returned. (The one-shot callout hands over no trailers, where gRPC puts
-    /// its status.)
-    pub fn start_call(
-        &self,
-        cluster: &str,
-        headers: &[(&str, &str)],
-        body: &[u8],
-        timeout_ms: u64,
-    ) -> Result<u64, u32> {
+    /// The one-shot callout would hand over no trailers, where gRPC puts its status: this is a
+    /// stream, its answer in parts (headers, data, trailers, then complete, or a reset).
+    fn start_call(&self, cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout_ms: u64) -> Result<u64, u32> {
         // SAFETY: this stream's pointer, in one of its hooks (rule 4).
         unsafe {
             start_stream(
@@ -654,6 +601,23 @@ impl Stream {
                 timeout_ms,
             )
         }
+    }
+
+    fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm> {
+        let deadlines = self.deadlines?;
+        // SAFETY: this stream's pointer, in one of its hooks (rule 4); the scheduler is
+        // deleted by the alarm, on this worker (rule 8).
+        let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.filter) };
+        if scheduler.is_null() {
+            return None;
+        }
+        let scheduler = StreamScheduler(scheduler);
+        let key = deadlines.add(when, scheduler, event);
+        Some(Alarm(Box::new(DeadlineAlarm {
+            deadlines,
+            key,
+            scheduler,
+        })))
     }
 }
 
@@ -710,7 +674,7 @@ unsafe fn start_stream(
 ///
 /// # Safety
 /// `headers` is null or points at `count` headers valid for this hook.
-unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usize) -> Vec<(String, Vec<u8>)> {
+pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usize) -> Vec<(String, Vec<u8>)> {
     if headers.is_null() {
         return Vec::new();
     }
@@ -737,7 +701,7 @@ unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usize) -> Vec<(
 ///
 /// # Safety
 /// `chunks` is null or points at `count` buffers valid for this hook.
-unsafe fn copied_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
+pub(super) unsafe fn copied_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
     let mut bytes = Vec::new();
     if !chunks.is_null() {
         // SAFETY: by the caller's contract (rules 1 and 3).
@@ -748,459 +712,121 @@ unsafe fn copied_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
     bytes
 }
 
-/// Runs a hook's work with panics caught, so that none crosses into Envoy: a panic is logged
-/// and the request answered with a JSON-RPC internal error (or reset, if its answer has begun).
-fn guarded<T>(stream: &Stream, what: &str, fallback: T, work: impl FnOnce() -> T) -> T {
-    match catch_unwind(AssertUnwindSafe(work)) {
-        Ok(value) => value,
-        Err(_) => {
-            log::error!("{what} failed unexpectedly; the request is answered with an internal error");
-            let response = HttpResponse::internal_error();
-            stream.send_response(response.status, &response.headers, &response.body);
-            fallback
+/// A stream's scheduler: committing it runs the stream's `on_http_filter_scheduled` hook on its
+/// worker (rule 8).
+#[derive(Clone, Copy)]
+struct StreamScheduler(*mut c_void);
+
+// SAFETY: Envoy's stream scheduler may be committed from any thread until it is deleted; it is
+// committed only under the deadline queue's lock while its deadline is queued, and deleted on
+// the stream's worker after the deadline has left the queue (rule 8).
+unsafe impl Send for StreamScheduler {}
+
+/// The deadlines waiting, by when they fall due (and an order of arrival, for ties).
+#[derive(Default)]
+struct Queue {
+    due: BTreeMap<(Instant, u64), (StreamScheduler, u64)>,
+    next_key: u64,
+    stop: bool,
+}
+
+/// The clock of a configuration's routed calls: one thread that commits each stream's scheduler
+/// when its deadline falls due. Joined when the configuration goes (rule 8).
+pub struct Deadlines {
+    shared: Arc<(Mutex<Queue>, Condvar)>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Deadlines {
+    /// Starts the clock's thread; `None` if it cannot be started.
+    pub fn start() -> Option<Deadlines> {
+        let shared: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
+        let thread_shared = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("switchblade-deadlines".into())
+            .spawn(move || run_deadlines(&thread_shared))
+            .ok()?;
+        Some(Deadlines {
+            shared,
+            thread: Some(thread),
+        })
+    }
+
+    fn queue(&self) -> MutexGuard<'_, Queue> {
+        lock(&self.shared.0)
+    }
+
+    /// Queues `scheduler` to be committed with `event` at `when`; the key to cancel it with.
+    fn add(&self, when: Instant, scheduler: StreamScheduler, event: u64) -> (Instant, u64) {
+        let mut queue = self.queue();
+        queue.next_key += 1;
+        let key = (when, queue.next_key);
+        queue.due.insert(key, (scheduler, event));
+        drop(queue);
+        self.shared.1.notify_one();
+        key
+    }
+
+    /// Takes a deadline out of the queue: once this returns, its scheduler is never committed.
+    fn cancel(&self, key: (Instant, u64)) {
+        self.queue().due.remove(&key);
+    }
+}
+
+impl Drop for Deadlines {
+    fn drop(&mut self) {
+        self.queue().stop = true;
+        self.shared.1.notify_one();
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
         }
     }
 }
 
-/// Runs the configuration's work with panics caught: a configuration that panics is refused.
-fn guarded_config<T>(fallback: T, work: impl FnOnce() -> T) -> T {
-    catch_unwind(AssertUnwindSafe(work)).unwrap_or_else(|_| {
-        log::error!("loading the configuration failed unexpectedly; it is refused");
-        fallback
-    })
+/// A lock that a panic elsewhere does not make unusable: the queue stays consistent (every
+/// change to it is a single insert or remove).
+fn lock(mutex: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The filter state behind a module pointer (rule 5).
-///
-/// # Safety
-/// `filter` must be a pointer returned by `on_http_filter_new` and not yet destroyed.
-unsafe fn exchange<'a>(filter: HttpFilterModulePtr) -> &'a Exchange {
-    // SAFETY: by the caller's contract, a live `Box<Exchange>` (rule 5).
-    unsafe { &*(filter as *const Exchange) }
-}
-
-// ---- Hooks Envoy calls ----
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_program_init() -> *const c_char {
-    // Already set when Envoy loads the module a second time in one process: nothing to do.
-    if log::set_logger(&LOGGER).is_ok() {
-        log::set_max_level(log::LevelFilter::Info);
-    }
-    ABI_VERSION.as_ptr().cast()
-}
-
-/// # Safety
-/// `config` is Envoy's buffer for this call (rule 1).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
-    config_envoy: HttpFilterConfigEnvoyPtr,
-    _name: EnvoyBuffer,
-    config: EnvoyBuffer,
-) -> HttpFilterConfigModulePtr {
-    let stats = ConfigStats { config: config_envoy };
-    guarded_config(ptr::null(), || match Config::from_bytes(&config.to_vec(), &stats) {
-        Ok(mut config) => {
-            // The first refresh starts on the first tick: Envoy may answer a call inline, and
-            // its hooks need this configuration's pointer, which it has only once this returns.
-            if let Some(period) = config.tick_period() {
-                config.keep_ticker(Ticker::start(config_envoy, period));
-            }
-            Box::into_raw(Box::new(config)).cast()
+/// The deadline thread: sleeps until the first deadline, commits it, and so on until stopped.
+fn run_deadlines(shared: &(Mutex<Queue>, Condvar)) {
+    let (mutex, wake) = shared;
+    let mut queue = lock(mutex);
+    while !queue.stop {
+        let now = Instant::now();
+        let Some((&key, _)) = queue.due.first_key_value() else {
+            queue = wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+            continue;
+        };
+        if key.0 > now {
+            queue = wake
+                .wait_timeout(queue, key.0 - now)
+                .map(|(queue, _)| queue)
+                .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+            continue;
         }
-        Err(problem) => {
-            log::error!("invalid plugin configuration: {problem}");
-            ptr::null()
+        if let Some((scheduler, event)) = queue.due.remove(&key) {
+            // SAFETY: its deadline was queued until now, and the lock is held: the stream's
+            // worker cannot have deleted the scheduler (rule 8).
+            unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler.0, event) };
         }
-    })
-}
-
-/// The configuration behind a module pointer (rule 5).
-///
-/// # Safety
-/// `config` must be a pointer returned by `on_http_filter_config_new` and not yet destroyed.
-unsafe fn config_of<'a>(config: HttpFilterConfigModulePtr) -> Option<&'a Config> {
-    // SAFETY: by the caller's contract, null or a live `Box<Config>` (rule 5).
-    unsafe { (config as *const Config).as_ref() }
-}
-
-/// # Safety
-/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_scheduled(
-    config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    _event_id: u64,
-) {
-    // SAFETY: a live config of ours (rule 5).
-    if let Some(config) = unsafe { config_of(config) } {
-        guarded_config((), || config.tick(&ConfigHost { config: config_envoy }));
     }
 }
 
-/// # Safety
-/// Envoy's pointers and headers for this configuration's call (rules 1, 3, 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_headers(
-    _config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    call: u64,
-    headers: *const EnvoyHttpHeader,
-    headers_size: usize,
-    _end_stream: bool,
-) {
-    // SAFETY: a live config of ours (rule 5), and Envoy's headers for this hook (rules 1, 3).
-    if let (Some(config), headers) = unsafe { (config_of(config), copied_headers(headers, headers_size)) } {
-        guarded_config((), || config.call_headers(call, headers));
+/// A queued deadline of one stream, and the scheduler it commits: dropping it (on the stream's
+/// worker) takes the deadline out of the queue, then deletes the scheduler (rule 8).
+struct DeadlineAlarm {
+    deadlines: &'static Deadlines,
+    key: (Instant, u64),
+    scheduler: StreamScheduler,
+}
+
+impl Drop for DeadlineAlarm {
+    fn drop(&mut self) {
+        self.deadlines.cancel(self.key);
+        // SAFETY: the deadline has left the queue, so the thread no longer commits it; this is
+        // the one delete of the scheduler made for it (rule 8).
+        unsafe { envoy_dynamic_module_callback_http_filter_scheduler_delete(self.scheduler.0) };
     }
-}
-
-/// # Safety
-/// Envoy's pointers and data for this configuration's call (rules 1, 3, 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_data(
-    _config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    call: u64,
-    data: *const EnvoyBuffer,
-    data_count: usize,
-    _end_stream: bool,
-) {
-    // SAFETY: a live config of ours (rule 5), and Envoy's chunks for this hook (rules 1, 3).
-    if let (Some(config), data) = unsafe { (config_of(config), copied_chunks(data, data_count)) } {
-        guarded_config((), || config.call_data(call, &data));
-    }
-}
-
-/// # Safety
-/// Envoy's pointers and trailers for this configuration's call (rules 1, 3, 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_trailers(
-    _config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    call: u64,
-    trailers: *const EnvoyHttpHeader,
-    trailers_size: usize,
-) {
-    // SAFETY: a live config of ours (rule 5), and Envoy's trailers for this hook (rules 1, 3).
-    if let (Some(config), trailers) = unsafe { (config_of(config), copied_headers(trailers, trailers_size)) } {
-        guarded_config((), || config.call_trailers(call, trailers));
-    }
-}
-
-/// # Safety
-/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_complete(
-    config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    call: u64,
-) {
-    // SAFETY: a live config of ours (rule 5).
-    if let Some(config) = unsafe { config_of(config) } {
-        guarded_config((), || {
-            config.call_ended(&ConfigHost { config: config_envoy }, call, false)
-        });
-    }
-}
-
-/// # Safety
-/// Envoy's pointers for this configuration, on the main thread (rules 5 and 7).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_reset(
-    config_envoy: HttpFilterConfigEnvoyPtr,
-    config: HttpFilterConfigModulePtr,
-    call: u64,
-    _reason: u32,
-) {
-    // SAFETY: a live config of ours (rule 5).
-    if let Some(config) = unsafe { config_of(config) } {
-        guarded_config((), || {
-            config.call_ended(&ConfigHost { config: config_envoy }, call, true)
-        });
-    }
-}
-
-/// # Safety
-/// `config` was returned by `on_http_filter_config_new` (rule 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_destroy(config: HttpFilterConfigModulePtr) {
-    if !config.is_null() {
-        // SAFETY: the Box made in `config_new`, given back once (rule 5).
-        drop(unsafe { Box::from_raw(config as *mut Config) });
-    }
-}
-
-/// # Safety
-/// `config` was returned by `on_http_filter_config_new` and outlives the filter (rule 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_new(
-    config: HttpFilterConfigModulePtr,
-    _filter: HttpFilterEnvoyPtr,
-) -> HttpFilterModulePtr {
-    // SAFETY: a live config, kept by Envoy until every filter from it is gone (rule 5).
-    let config: &'static Config = unsafe { &*(config as *const Config) };
-    Box::into_raw(Box::new(Exchange::new(config))).cast()
-}
-
-/// # Safety
-/// `module` was returned by `on_http_filter_new` (rule 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_destroy(module: HttpFilterModulePtr) {
-    if !module.is_null() {
-        // SAFETY: the Box made in `filter_new`, given back once (rule 5).
-        drop(unsafe { Box::from_raw(module as *mut Exchange) });
-    }
-}
-
-/// The verdict of a hook, as its status for Envoy, after a local reply if the filter asked.
-fn headers_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => HEADERS_CONTINUE,
-        Verdict::Stop | Verdict::Buffer | Verdict::Drop => HEADERS_STOP_ITERATION,
-    }
-}
-
-fn body_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => BODY_CONTINUE,
-        Verdict::Buffer | Verdict::Stop => BODY_STOP_AND_BUFFER,
-        Verdict::Drop => BODY_STOP_NO_BUFFER,
-    }
-}
-
-fn trailers_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => TRAILERS_CONTINUE,
-        _ => TRAILERS_STOP,
-    }
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    end_of_stream: bool,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    headers_status(guarded(&stream, "reading the request headers", Verdict::Drop, || {
-        exchange.request_headers(&stream, end_of_stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    end_of_stream: bool,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    body_status(guarded(&stream, "reading the request body", Verdict::Drop, || {
-        exchange.request_body(&stream, end_of_stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    trailers_status(guarded(&stream, "reading the request trailers", Verdict::Drop, || {
-        exchange.request_trailers(&stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    end_of_stream: bool,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    headers_status(guarded(&stream, "reading the response headers", Verdict::Drop, || {
-        exchange.response_headers(&stream, end_of_stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    end_of_stream: bool,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    body_status(guarded(&stream, "reading the response body", Verdict::Drop, || {
-        exchange.response_body(&stream, end_of_stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-) -> u32 {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    trailers_status(guarded(&stream, "reading the response trailers", Verdict::Drop, || {
-        exchange.response_trailers(&stream)
-    }))
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_stream_complete(
-    _filter: HttpFilterEnvoyPtr,
-    _module: HttpFilterModulePtr,
-) {
-}
-
-/// # Safety
-/// Envoy's pointers and headers for this stream and call (rules 1, 3, 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    call: u64,
-    headers: *const EnvoyHttpHeader,
-    headers_size: usize,
-    _end_stream: bool,
-) {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5), and Envoy's headers for this hook (rules 1, 3).
-    let (exchange, headers) = unsafe { (exchange(module), copied_headers(headers, headers_size)) };
-    guarded(&stream, "reading a call's answer", (), || {
-        exchange.call_headers(call, headers)
-    });
-}
-
-/// # Safety
-/// Envoy's pointers and data for this stream and call (rules 1, 3, 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    call: u64,
-    data: *const EnvoyBuffer,
-    data_count: usize,
-    _end_stream: bool,
-) {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5), and Envoy's chunks for this hook (rules 1, 3).
-    let (exchange, data) = unsafe { (exchange(module), copied_chunks(data, data_count)) };
-    guarded(&stream, "reading a call's answer", (), || {
-        exchange.call_data(call, &data)
-    });
-}
-
-/// # Safety
-/// Envoy's pointers and trailers for this stream and call (rules 1, 3, 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailers(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    call: u64,
-    trailers: *const EnvoyHttpHeader,
-    trailers_size: usize,
-) {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5), and Envoy's trailers for this hook (rules 1, 3).
-    let (exchange, trailers) = unsafe { (exchange(module), copied_headers(trailers, trailers_size)) };
-    guarded(&stream, "reading a call's answer", (), || {
-        exchange.call_trailers(call, trailers)
-    });
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_complete(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    call: u64,
-) {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    guarded(&stream, "finishing a call", (), || {
-        exchange.call_ended(&stream, call, false)
-    });
-}
-
-/// # Safety
-/// Envoy's pointers for this stream (rules 4 and 5).
-#[no_mangle]
-pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_reset(
-    filter: HttpFilterEnvoyPtr,
-    module: HttpFilterModulePtr,
-    call: u64,
-    _reason: u32,
-) {
-    let stream = Stream { filter };
-    // SAFETY: a live filter of ours (rule 5).
-    let exchange = unsafe { exchange(module) };
-    guarded(&stream, "finishing a call", (), || {
-        exchange.call_ended(&stream, call, true)
-    });
-}
-
-// Hooks every HTTP module must export, which this one does not use.
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_http_callout_done(
-    _filter: HttpFilterEnvoyPtr,
-    _module: HttpFilterModulePtr,
-    _callout_id: u64,
-    _result: u32,
-    _headers: *const EnvoyHttpHeader,
-    _headers_size: usize,
-    _body_chunks: *const EnvoyBuffer,
-    _body_chunks_size: usize,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
-    _filter: HttpFilterEnvoyPtr,
-    _module: HttpFilterModulePtr,
-    _event_id: u64,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_above_write_buffer_high_watermark(
-    _filter: HttpFilterEnvoyPtr,
-    _module: HttpFilterModulePtr,
-) {
-}
-
-#[no_mangle]
-pub extern "C" fn envoy_dynamic_module_on_http_filter_downstream_below_write_buffer_low_watermark(
-    _filter: HttpFilterEnvoyPtr,
-    _module: HttpFilterModulePtr,
-) {
 }

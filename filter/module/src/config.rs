@@ -1,0 +1,230 @@
+//! One filter configuration, shared by every worker thread: its server (fixed, or swapped by
+//! live reflection), its stats' ids, and the clocks it runs (reflection refreshes, and the
+//! deadlines of routed calls).
+
+use std::any::Any;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, PoisonError, RwLock};
+use std::time::{Duration, Instant};
+
+use switchblade_core::config::{ConfigError, TokenPayloadSource};
+use switchblade_core::observe::{predefined_samples, Metric, Sample};
+use switchblade_core::reflection::Refreshed;
+use switchblade_core::server::Server;
+
+use crate::abi::{ConfigHost, Deadlines, Ticker};
+use crate::discovery::LiveCatalog;
+use crate::host::StatsHost;
+
+/// How often the configuration looks whether a reflection refresh is due.
+const TICK: Duration = Duration::from_millis(500);
+
+pub struct Config {
+    /// The server new requests get.
+    server: ServerSlot,
+    /// Reads the services with `from_reflection`, if there are any.
+    live: Option<LiveCatalog>,
+    /// Runs the refreshes' clock (a [`Ticker`]); stopped, its thread joined, when the
+    /// configuration goes. Kept as `Any` so that code without Envoy (the unit tests) never
+    /// links the ticker's ABI calls.
+    ticker: Option<Box<dyn Any + Send + Sync>>,
+    /// Whether `routing` is set (it is the same for every server of the configuration).
+    routes_calls: bool,
+    /// Wakes routed calls whose deadline has passed; only with `routing`.
+    deadlines: Option<Deadlines>,
+    /// The id of each of [`Metric::ALL`] with Envoy's labels, in order; `None` where Envoy
+    /// refused it.
+    metric_ids: Vec<Option<usize>>,
+    /// Ids of the label sets most requests use, defined without labels (their names carry
+    /// them, and Envoy gives a labeled stat the same name): using a labeled stat costs Envoy a
+    /// name lookup each time, one of these an add.
+    predefined_ids: HashMap<String, usize>,
+}
+
+impl Config {
+    /// Builds the server, and defines its stats (Envoy allows that only now, while the
+    /// configuration is made).
+    pub fn from_bytes(bytes: &[u8], stats: &impl StatsHost) -> Result<Self, ConfigError> {
+        let (server, discovery) = Server::configure(bytes)?;
+        if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
+            return Err(ConfigError(format!(
+                "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \
+                 Envoy 1.40's module ABI reads only top-level metadata strings, numbers and lists, and jwt_authn writes the payload as an object. \
+                 Copy it into filter state with envoy.filters.http.set_filter_state before this filter \
+                 (object_key \"switchblade.token_payload\", factory_key \"envoy.string\", format %DYNAMIC_METADATA({namespace}:{key})%) \
+                 and set `token_payload` to {{\"filter_state\": \"switchblade.token_payload\"}}; see the README's Authorization"
+            )));
+        }
+        let metric_ids = Metric::ALL
+            .iter()
+            .map(|metric| {
+                let id = stats.define(metric.kind(), metric.name(), metric.label_names());
+                if id.is_none() {
+                    log::warn!("Envoy refused the stat {}; it is not recorded", metric.name());
+                }
+                id
+            })
+            .collect();
+        let tools: Vec<&str> = server.catalog().tools().map(|tool| tool.name.as_str()).collect();
+        let predefined_ids = predefined_samples(&tools)
+            .iter()
+            .filter_map(|sample| {
+                let name = sample.name_in_namespace();
+                let id = stats.define(sample.metric.kind(), &name, &[])?;
+                Some((name, id))
+            })
+            .collect();
+        let routed = server.routing().cluster_header.as_deref();
+        log::info!(
+            "serving {} tools at {} ({})",
+            server.catalog().tool_count(),
+            server.mcp_path(),
+            match routed {
+                Some(header) => format!("tool calls through Envoy's router, cluster in header {header}"),
+                None => "tool calls as HTTP callouts".to_owned(),
+            }
+        );
+        let routes_calls = routed.is_some();
+        Ok(Config {
+            server: match discovery {
+                Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
+                None => ServerSlot::Fixed(Box::new(server)),
+            },
+            live: discovery.map(LiveCatalog::new),
+            ticker: None,
+            routes_calls,
+            deadlines: None,
+            metric_ids,
+            predefined_ids,
+        })
+    }
+
+    /// The server for a new request.
+    pub(crate) fn current(&'static self) -> ServerRef {
+        match &self.server {
+            ServerSlot::Fixed(server) => ServerRef::Fixed(server),
+            ServerSlot::Live(slot) => ServerRef::Live(Arc::clone(&slot.read().unwrap_or_else(PoisonError::into_inner))),
+        }
+    }
+
+    /// Whether the configuration routes tool calls through Envoy's router, and so needs the
+    /// clock of their deadlines.
+    pub fn routes_calls(&self) -> bool {
+        self.routes_calls
+    }
+
+    /// Keeps the clock of routed calls' deadlines, which the host starts.
+    pub fn keep_deadlines(&mut self, deadlines: Option<Deadlines>) {
+        if deadlines.is_none() {
+            log::warn!("cannot start the clock of routed calls' deadlines; Envoy's route timeout alone bounds them");
+        }
+        self.deadlines = deadlines;
+    }
+
+    /// The clock of routed calls' deadlines, if the configuration routes calls.
+    pub fn deadlines(&self) -> Option<&Deadlines> {
+        self.deadlines.as_ref()
+    }
+
+    /// How often the configuration needs its scheduled hook: only if it reads reflection.
+    pub fn tick_period(&self) -> Option<Duration> {
+        self.live.as_ref().map(|_| TICK)
+    }
+
+    pub fn keep_ticker(&mut self, ticker: Option<Ticker>) {
+        match ticker {
+            Some(ticker) => self.ticker = Some(Box::new(ticker)),
+            None => log::warn!("cannot start the reflection clock; reflection is read once"),
+        }
+    }
+
+    /// The scheduled hook: starts a reflection refresh if one is due.
+    pub fn tick(&self, host: &ConfigHost) {
+        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.tick(host)) {
+            self.refreshed(host, refreshed);
+        }
+    }
+
+    pub fn call_headers(&self, call: u64, headers: Vec<(String, Vec<u8>)>) {
+        if let Some(live) = &self.live {
+            live.headers(call, headers);
+        }
+    }
+
+    pub fn call_data(&self, call: u64, data: &[u8]) {
+        if let Some(live) = &self.live {
+            live.data(call, data);
+        }
+    }
+
+    pub fn call_trailers(&self, call: u64, trailers: Vec<(String, Vec<u8>)>) {
+        if let Some(live) = &self.live {
+            live.trailers(call, trailers);
+        }
+    }
+
+    pub fn call_ended(&self, host: &ConfigHost, call: u64, reset: bool) {
+        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.ended(host, call, reset)) {
+            self.refreshed(host, refreshed);
+        }
+    }
+
+    /// A refresh ended: count it, and serve its server if the API changed.
+    fn refreshed(&self, host: &ConfigHost, refreshed: Refreshed) {
+        let sample = refreshed.sample();
+        if let Some((id, labels)) = self.stat_of(&sample) {
+            host.increment(id, labels, sample.value);
+        }
+        let ServerSlot::Live(slot) = &self.server else {
+            return;
+        };
+        refreshed.log(
+            slot.read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .catalog()
+                .tool_count(),
+        );
+        if let Refreshed::Changed(server) = refreshed {
+            *slot.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
+        }
+    }
+
+    /// Where a sample goes: its label set's own stat if it has one, or its metric with labels.
+    pub fn stat_of<'a>(&self, sample: &'a Sample<'_>) -> Option<(usize, &'a [&'a str])> {
+        if let Some(id) = self.predefined_ids.get(&sample.name_in_namespace()) {
+            return Some((*id, &[]));
+        }
+        let index = Metric::ALL.iter().position(|known| *known == sample.metric)?;
+        let id = self.metric_ids.get(index).copied().flatten()?;
+        Some((id, &sample.labels))
+    }
+}
+
+/// Where a configuration keeps its server: fixed for its life, or swapped by reflection
+/// (requests in flight keep the one they started with).
+enum ServerSlot {
+    Fixed(Box<Server>),
+    Live(RwLock<Arc<Server>>),
+}
+
+/// A request's server: borrowed from a fixed slot (no count to keep on the hot path), or a
+/// share of the live one.
+pub(crate) enum ServerRef {
+    Fixed(&'static Server),
+    Live(Arc<Server>),
+}
+
+impl ServerRef {
+    pub(crate) fn get(&self) -> &Server {
+        match self {
+            ServerRef::Fixed(server) => server,
+            ServerRef::Live(server) => server,
+        }
+    }
+}
+
+/// The module's clock, for the time a call is out: monotonic, from the first reading.
+pub(crate) fn now() -> Duration {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed()
+}

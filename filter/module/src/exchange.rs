@@ -1,0 +1,506 @@
+//! One MCP request through the module, in safe Rust, over a [`StreamHost`]: the same core as
+//! the Wasm filter, with the call path a native module has and proxy-wasm does not. A lone
+//! `tools/call` becomes the request itself, rewritten into the gRPC call and forwarded by
+//! Envoy's router (the route picks the cluster from a header, `routing.cluster_header`); its
+//! answer is rewritten into the tool result. Batches, and configurations without the header,
+//! call out instead.
+//!
+//! The states: passing through (not the MCP path), reading the body, routed (the request went
+//! to the router as the gRPC call), calling out, answered; and poisoned, after a hook panicked
+//! (the request gets one answer at most, and nothing more is done for it).
+
+use std::cell::{Cell, RefCell};
+use std::time::Instant;
+
+use switchblade_core::access::Caller;
+use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::observe::{Observations, LOG_NAMESPACE};
+use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::upstream::{CallEnd, CallPart, UpstreamCall, ROUTED_CALL_FILTER_STATE};
+
+use crate::config::{now, Config, ServerRef};
+use crate::host::{Alarm, Body, HeaderMap, StreamHost};
+
+/// The routed call's token in its reply: it is the request itself, not a stream of its own.
+const ROUTED: u64 = 0;
+/// The wake-up that says a routed call's deadline has passed.
+pub const DEADLINE_PASSED: u64 = 1;
+
+/// What a hook tells Envoy to do with the stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let it go on.
+    Continue,
+    /// Hold it (headers: the body still comes to this filter).
+    Stop,
+    /// Hold it, and keep the body in Envoy's buffer.
+    Buffer,
+    /// Hold it; the body chunk is not kept (the request was answered, or the chunk was copied
+    /// out).
+    Drop,
+}
+
+enum State {
+    PassThrough,
+    ReadingBody(Box<McpHeaders>),
+    /// Forwarded by Envoy's router as the gRPC call; its answer becomes the tool result.
+    Routed(Reply),
+    /// Calls out, the request held until every one has ended.
+    CallingOut(Reply),
+    Answered,
+}
+
+/// What Envoy told about a call while the exchange was busy starting calls (it may answer a
+/// call inline, before `start_call` returns): delivered once the state is free.
+enum Heard {
+    Headers(Vec<(String, Vec<u8>)>),
+    Data(Vec<u8>),
+    Trailers(Vec<(String, Vec<u8>)>),
+    Ended { reset: bool },
+}
+
+/// One HTTP request through the module.
+pub struct Exchange {
+    config: &'static Config,
+    /// The configuration's server when the request came.
+    server: ServerRef,
+    state: RefCell<State>,
+    /// What this request told, published with its answer.
+    observed: RefCell<Observations>,
+    deferred: RefCell<Vec<(u64, Heard)>>,
+    /// An answer has gone (a local reply, or the tool result in place of the routed call's):
+    /// after a panic, a second one is never sent.
+    answered: Cell<bool>,
+    /// A hook panicked: nothing more is done for this request.
+    poisoned: Cell<bool>,
+    /// The routed call's deadline; dropping it cancels it.
+    deadline: RefCell<Option<Alarm>>,
+}
+
+impl Exchange {
+    pub fn new(config: &'static Config) -> Self {
+        Exchange {
+            config,
+            server: config.current(),
+            state: RefCell::new(State::PassThrough),
+            observed: RefCell::default(),
+            deferred: RefCell::default(),
+            answered: Cell::new(false),
+            poisoned: Cell::new(false),
+            deadline: RefCell::new(None),
+        }
+    }
+
+    pub fn config(&self) -> &'static Config {
+        self.config
+    }
+
+    fn server(&self) -> &Server {
+        self.server.get()
+    }
+
+    pub fn is_poisoned(&self) -> bool {
+        self.poisoned.get()
+    }
+
+    /// A hook panicked: the request is answered with an internal error if nothing has been
+    /// answered yet, or reset; from now on every hook lets the stream be.
+    pub fn poison(&self, host: &impl StreamHost) {
+        if self.poisoned.replace(true) {
+            return;
+        }
+        self.deadline.replace(None);
+        if self.answered.replace(true) {
+            host.reset();
+            return;
+        }
+        let response = HttpResponse::internal_error();
+        host.send_response(response.status, &response.headers, &response.body);
+    }
+
+    pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        let server = self.server();
+        let path = host.header(HeaderMap::Request, ":path").unwrap_or_default();
+        let path = String::from_utf8_lossy(&path);
+        // Envoy chose this request's route before any filter ran: a client's routing header
+        // could have chosen the routed-call route already. Refused on every path.
+        let carries = |header: &str| host.header(HeaderMap::Request, header).is_some();
+        let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
+        if let Some(refusal) = refusal {
+            return self.answer(host, &refusal);
+        }
+        if !is_mcp_path(&path, server.mcp_path()) {
+            return Verdict::Continue;
+        }
+        let map = host.headers(HeaderMap::Request);
+        let admitted = server.admit_headers(&path, &header_pairs(&map), &mut self.observed.borrow_mut());
+        let headers = match admitted {
+            Ok(headers) => headers,
+            Err(refusal) => return self.answer(host, &refusal),
+        };
+        if end_of_stream {
+            return self.handle(host, &headers, &[]);
+        }
+        *self.state.borrow_mut() = State::ReadingBody(Box::new(headers));
+        Verdict::Stop
+    }
+
+    pub fn request_body(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        match *self.state.borrow() {
+            State::ReadingBody(_) => {}
+            State::PassThrough | State::Routed(_) => return Verdict::Continue,
+            State::CallingOut(_) => return Verdict::Buffer,
+            State::Answered => return Verdict::Drop,
+        }
+        let size = host.body_size(Body::BufferedRequest) + host.body_size(Body::ReceivedRequest);
+        let refusal = self
+            .server()
+            .refuse_body_over_limit(size, &mut self.observed.borrow_mut());
+        if let Some(refusal) = refusal {
+            return self.answer(host, &refusal);
+        }
+        if !end_of_stream {
+            return Verdict::Buffer;
+        }
+        self.end_of_request(host)
+    }
+
+    pub fn request_trailers(&self, host: &impl StreamHost) -> Verdict {
+        match *self.state.borrow() {
+            State::ReadingBody(_) => {}
+            State::PassThrough => return Verdict::Continue,
+            _ => return Verdict::Stop,
+        }
+        let verdict = self.end_of_request(host);
+        if matches!(*self.state.borrow(), State::Routed(_)) {
+            // The gRPC call carries nothing of the client's but what the core chose: its
+            // trailers would reach the upstream as metadata.
+            for (name, _) in host.headers(HeaderMap::RequestTrailers) {
+                host.remove_header(HeaderMap::RequestTrailers, &name);
+            }
+        }
+        verdict
+    }
+
+    /// The whole request body is in: answer, route, or call out.
+    fn end_of_request(&self, host: &impl StreamHost) -> Verdict {
+        let State::ReadingBody(headers) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+            return Verdict::Drop;
+        };
+        let mut body = host.body(Body::BufferedRequest);
+        body.extend_from_slice(&host.body(Body::ReceivedRequest));
+        self.handle(host, &headers, &body)
+    }
+
+    fn handle(&self, host: &impl StreamHost, headers: &McpHeaders, body: &[u8]) -> Verdict {
+        let server = self.server();
+        // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
+        // comes through filter state (the configuration check refuses a metadata source).
+        let caller = match server.access().map(|policy| policy.source()) {
+            None => Caller::Anyone,
+            Some(TokenPayloadSource::FilterState(key)) => server.caller(host.filter_state(key).as_deref()),
+            Some(TokenPayloadSource::Metadata { .. }) => server.caller(None),
+        };
+        let request = McpRequest {
+            headers,
+            body,
+            caller: &caller,
+        };
+        let outcome = server.handle(request, &mut self.observed.borrow_mut());
+        let mut reply = match outcome {
+            Outcome::Respond(response) => return self.answer(host, &response),
+            Outcome::Await(reply) => reply,
+        };
+        if let (Some(cluster_header), false) = (server.routing().cluster_header.as_deref(), reply.is_batch()) {
+            if let Some(call) = reply.take_calls_to_start().pop() {
+                return self.route_call(host, reply, call, cluster_header);
+            }
+        }
+        *self.state.borrow_mut() = State::CallingOut(reply);
+        self.advance(host);
+        Verdict::Buffer
+    }
+
+    /// Makes the request the gRPC call: its headers become the call's (and those Envoy needs
+    /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
+    fn route_call(
+        &self,
+        host: &impl StreamHost,
+        mut reply: Reply,
+        call: UpstreamCall,
+        cluster_header: &str,
+    ) -> Verdict {
+        let original = host.headers(HeaderMap::Request);
+        let routed = call.routed_headers(cluster_header, &header_pairs(&original));
+        for (name, _) in &original {
+            if !routed.iter().any(|(kept, _)| kept == name) {
+                host.remove_header(HeaderMap::Request, name);
+            }
+        }
+        for (name, value) in &routed {
+            host.set_header(HeaderMap::Request, name, value);
+        }
+        let body = call.http_body();
+        // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
+        if host.body_size(Body::BufferedRequest) > 0 {
+            host.drain_body(Body::ReceivedRequest);
+            host.replace_body(Body::BufferedRequest, body);
+        } else {
+            host.replace_body(Body::ReceivedRequest, body);
+        }
+        if !host.set_filter_state(ROUTED_CALL_FILTER_STATE, call.cluster()) {
+            log::warn!("Envoy refused {ROUTED_CALL_FILTER_STATE}; a route that matches it will not forward this call");
+        }
+        host.clear_route_cache();
+        // The deadline holds after the upstream's headers too, when Envoy's router could only
+        // reset the stream: the module answers DEADLINE_EXCEEDED itself.
+        *self.deadline.borrow_mut() = host.wake_at(Instant::now() + call.timeout(), DEADLINE_PASSED);
+        reply.started(ROUTED, call, now());
+        *self.state.borrow_mut() = State::Routed(reply);
+        Verdict::Continue
+    }
+
+    pub fn response_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            let headers = host.headers(HeaderMap::Response);
+            self.server().heard(reply, ROUTED, CallPart::Headers(headers));
+        }
+        if end_of_stream {
+            // A trailers-only answer, or Envoy's own for a call it could not make.
+            return self.finish_routed(host);
+        }
+        Verdict::Stop
+    }
+
+    pub fn response_body(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            // Copied out and drained at once, so that Envoy's buffer limit (which would answer
+            // a plain 500) never applies: `limits.max_response_bytes` does.
+            let data = host.body(Body::ReceivedResponse);
+            host.drain_body(Body::ReceivedResponse);
+            self.server().heard(reply, ROUTED, CallPart::Data(&data));
+        }
+        if end_of_stream {
+            return self.finish_routed(host);
+        }
+        Verdict::Drop
+    }
+
+    pub fn response_trailers(&self, host: &impl StreamHost) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            let trailers = host.headers(HeaderMap::ResponseTrailers);
+            for (name, _) in &trailers {
+                host.remove_header(HeaderMap::ResponseTrailers, name);
+            }
+            self.server().heard(reply, ROUTED, CallPart::Trailers(trailers));
+        }
+        self.finish_routed(host)
+    }
+
+    /// The routed call's answer is whole: it becomes the tool result, in place of the
+    /// upstream's answer.
+    fn finish_routed(&self, host: &impl StreamHost) -> Verdict {
+        let State::Routed(mut reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+            return Verdict::Continue;
+        };
+        self.deadline.replace(None);
+        let upstream_headers: Vec<String> = reply
+            .heard_headers(ROUTED)
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.server()
+            .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
+        self.publish(host);
+        let answer = reply.into_response();
+        // The answer's headers: the tool result's, nothing of the upstream's.
+        for name in &upstream_headers {
+            if name != ":status" {
+                host.remove_header(HeaderMap::Response, name);
+            }
+        }
+        host.set_header(HeaderMap::Response, ":status", answer.status.to_string().as_bytes());
+        for (name, value) in &answer.headers {
+            host.set_header(HeaderMap::Response, name, value.as_bytes());
+        }
+        host.set_header(
+            HeaderMap::Response,
+            "content-length",
+            answer.body.len().to_string().as_bytes(),
+        );
+        self.answered.set(true);
+        // The body goes in this hook's chunk; a hook without one (headers or trailers) gives it
+        // to Envoy to send.
+        if !host.replace_body(Body::ReceivedResponse, &answer.body) {
+            host.replace_body(Body::BufferedResponse, &answer.body);
+        }
+        Verdict::Continue
+    }
+
+    /// A wake-up the exchange asked for: a routed call whose deadline has passed is answered
+    /// DEADLINE_EXCEEDED (Envoy's router would reset a stream whose answer has begun).
+    pub fn wake(&self, host: &impl StreamHost, event: u64) {
+        if event != DEADLINE_PASSED {
+            return;
+        }
+        let response = {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return;
+            };
+            if let Some((call, _)) = reply.take(ROUTED) {
+                let server = self.server();
+                server.file(
+                    reply,
+                    &call,
+                    CallEnd::DeadlinePassed,
+                    now(),
+                    &mut self.observed.borrow_mut(),
+                );
+            }
+            let State::Routed(reply) = std::mem::replace(&mut *state, State::Answered) else {
+                return;
+            };
+            reply.into_response()
+        };
+        self.deadline.replace(None);
+        self.answer(host, &response);
+    }
+
+    /// A part of a call's answer.
+    pub fn call_heard(&self, call: u64, part: CallPart<'_>) {
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            self.defer(call, part);
+            return;
+        };
+        if let State::CallingOut(reply) = &mut *state {
+            self.server().heard(reply, call, part);
+        }
+    }
+
+    /// A call has ended (`reset`: without a whole answer); the reply goes once all have.
+    pub fn call_ended(&self, host: &impl StreamHost, call: u64, reset: bool) {
+        if !self.file_end(call, reset) {
+            return;
+        }
+        self.advance(host);
+    }
+
+    /// Files how a call ended; whether the state was free to (if not, it is deferred).
+    fn file_end(&self, call: u64, reset: bool) -> bool {
+        let Ok(mut state) = self.state.try_borrow_mut() else {
+            self.deferred.borrow_mut().push((call, Heard::Ended { reset }));
+            return false;
+        };
+        if let State::CallingOut(reply) = &mut *state {
+            let server = self.server();
+            server.call_ended(reply, call, reset, now(), &mut self.observed.borrow_mut());
+        }
+        true
+    }
+
+    fn defer(&self, call: u64, part: CallPart<'_>) {
+        let heard = match part {
+            CallPart::Headers(headers) => Heard::Headers(headers),
+            CallPart::Data(data) => Heard::Data(data.to_vec()),
+            CallPart::Trailers(trailers) => Heard::Trailers(trailers),
+        };
+        self.deferred.borrow_mut().push((call, heard));
+    }
+
+    /// Starts the calls that may go now, delivers what Envoy told while they started, and
+    /// sends the reply once nothing is out or waiting.
+    fn advance(&self, host: &impl StreamHost) {
+        loop {
+            let complete = {
+                let mut state = self.state.borrow_mut();
+                let State::CallingOut(reply) = &mut *state else {
+                    return;
+                };
+                // Envoy may call this exchange's call hooks from inside `start_call`: they find
+                // the state in use and defer what they heard.
+                let start = |call: &UpstreamCall| {
+                    host.start_call(call.cluster(), &call.http_headers(), call.http_body(), timeout_ms(call))
+                        .map_err(|result| format!("Envoy refused the call (result {result})"))
+                };
+                self.server()
+                    .start_calls(reply, start, now(), &mut self.observed.borrow_mut())
+            };
+            let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+            if deferred.is_empty() {
+                if complete {
+                    self.send_reply(host);
+                }
+                return;
+            }
+            for (call, heard) in deferred {
+                match heard {
+                    Heard::Headers(headers) => self.call_heard(call, CallPart::Headers(headers)),
+                    Heard::Data(data) => self.call_heard(call, CallPart::Data(&data)),
+                    Heard::Trailers(trailers) => self.call_heard(call, CallPart::Trailers(trailers)),
+                    Heard::Ended { reset } => {
+                        self.file_end(call, reset);
+                    }
+                }
+            }
+        }
+    }
+
+    fn send_reply(&self, host: &impl StreamHost) {
+        let State::CallingOut(reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+            return;
+        };
+        self.answer(host, &reply.into_response());
+    }
+
+    fn answer(&self, host: &impl StreamHost, response: &HttpResponse) -> Verdict {
+        *self.state.borrow_mut() = State::Answered;
+        self.publish(host);
+        self.answered.set(true);
+        host.send_response(response.status, &response.headers, &response.body);
+        Verdict::Drop
+    }
+
+    /// Adds what the request told to Envoy's stats, and to its filter state
+    /// (`switchblade.<field>`) for the access log. Before the answer goes: sending it can run
+    /// this stream's other hooks.
+    fn publish(&self, host: &impl StreamHost) {
+        let observed = self.observed.borrow();
+        for sample in observed.samples() {
+            let Some((id, labels)) = self.config.stat_of(&sample) else {
+                continue;
+            };
+            if !host.record_metric(sample.metric.kind(), id, labels, sample.value) {
+                log::warn!("Envoy refused a value for the stat {}", sample.metric.name());
+            }
+        }
+        for (field, value) in observed.log_fields() {
+            let key = format!("{LOG_NAMESPACE}.{field}");
+            if !host.set_filter_state(&key, &value) {
+                log::warn!("Envoy refused {key} for the access log");
+            }
+        }
+    }
+}
+
+/// The callout's timeout, in milliseconds (never 0, which would mean none).
+fn timeout_ms(call: &UpstreamCall) -> u64 {
+    u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+#[cfg(test)]
+mod tests;

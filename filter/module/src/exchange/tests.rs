@@ -1,0 +1,489 @@
+//! The exchange's states against a fake stream: what it reads, rewrites, starts and sends in
+//! each, with no Envoy. (The same paths run through a real Envoy in `test-harness/tests`.)
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde_json::Value;
+use switchblade_core::observe::MetricKind;
+
+use super::*;
+use crate::host::{Alarm, Body, HeaderMap, StatsHost, StreamHost};
+
+const USERS: &str = r#""demo.users.v1.UserService": {"cluster": "users", "timeout_ms": 5000}"#;
+const GET_USER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}"#;
+/// demo.users.v1.User{user_id: 1, username: "ada"}, in one gRPC frame.
+const USER_FRAME: &[u8] = &[0, 0, 0, 0, 7, 0x08, 1, 0x12, 3, b'a', b'd', b'a'];
+
+/// Numbers every stat Envoy is asked to define.
+struct Stats(Cell<usize>);
+
+impl StatsHost for Stats {
+    fn define(&self, _: MetricKind, _: &str, _: &[&str]) -> Option<usize> {
+        self.0.set(self.0.get() + 1);
+        Some(self.0.get())
+    }
+}
+
+fn config(json: &str) -> &'static Config {
+    let config = Config::from_bytes(json.as_bytes(), &Stats(Cell::new(0))).unwrap();
+    Box::leak(Box::new(config))
+}
+
+fn routed() -> &'static Config {
+    config(&format!(
+        r#"{{"services": {{{USERS}}}, "routing": {{"cluster_header": "x-switchblade-cluster"}}}}"#
+    ))
+}
+
+fn calling_out(limits: &str) -> &'static Config {
+    config(&format!(r#"{{"services": {{{USERS}}}, "limits": {{{limits}}}}}"#))
+}
+
+type Headers = Vec<(String, Vec<u8>)>;
+type TextHeaders = Vec<(String, String)>;
+
+/// What Envoy would do for inline events: the test's closure, run inside `start_call`.
+type Inline = Box<dyn Fn(&FakeStream, u64)>;
+
+/// One stream, as a map of header maps and bodies, with everything the exchange asked of it.
+#[derive(Default)]
+struct FakeStream {
+    maps: RefCell<HashMap<HeaderMapKey, Headers>>,
+    bodies: RefCell<HashMap<BodyKey, Vec<u8>>>,
+    sent: RefCell<Vec<(u16, TextHeaders, Vec<u8>)>>,
+    resets: Cell<usize>,
+    filter_state: RefCell<HashMap<String, String>>,
+    route_cleared: Cell<usize>,
+    started: RefCell<Vec<(String, TextHeaders)>>,
+    /// Refuse calls with this result instead of starting them.
+    refuse: Cell<Option<u32>>,
+    inline: RefCell<Option<Inline>>,
+    alarms: RefCell<Vec<u64>>,
+    metrics: Cell<usize>,
+}
+
+#[derive(PartialEq, Eq, Hash)]
+struct HeaderMapKey(u8);
+#[derive(PartialEq, Eq, Hash)]
+struct BodyKey(u8);
+
+fn map_key(map: HeaderMap) -> HeaderMapKey {
+    HeaderMapKey(map as u8)
+}
+
+fn body_key(body: Body) -> BodyKey {
+    BodyKey(body as u8)
+}
+
+impl FakeStream {
+    fn request(method: &str, path: &str, extra: &[(&str, &str)]) -> Self {
+        let stream = FakeStream::default();
+        let mut headers: Headers = vec![
+            (":method".into(), method.as_bytes().to_vec()),
+            (":path".into(), path.as_bytes().to_vec()),
+            (":scheme".into(), b"http".to_vec()),
+            ("content-type".into(), b"application/json".to_vec()),
+            ("accept".into(), b"application/json, text/event-stream".to_vec()),
+        ];
+        headers.extend(
+            extra
+                .iter()
+                .map(|(name, value)| ((*name).to_owned(), value.as_bytes().to_vec())),
+        );
+        stream.maps.borrow_mut().insert(map_key(HeaderMap::Request), headers);
+        stream
+    }
+
+    fn set_map(&self, map: HeaderMap, headers: &[(&str, &[u8])]) {
+        let headers = headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), value.to_vec()))
+            .collect();
+        self.maps.borrow_mut().insert(map_key(map), headers);
+    }
+
+    fn set_body(&self, body: Body, bytes: &[u8]) {
+        self.bodies.borrow_mut().insert(body_key(body), bytes.to_vec());
+    }
+
+    fn value(&self, map: HeaderMap, name: &str) -> Option<String> {
+        self.header(map, name).map(|value| String::from_utf8(value).unwrap())
+    }
+
+    /// The one answer sent, as (status, JSON).
+    fn only_answer(&self) -> (u16, Value) {
+        let sent = self.sent.borrow();
+        assert_eq!(sent.len(), 1, "answers sent: {sent:?}");
+        (sent[0].0, serde_json::from_slice(&sent[0].2).unwrap_or(Value::Null))
+    }
+}
+
+impl StreamHost for FakeStream {
+    fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>> {
+        let maps = self.maps.borrow();
+        let headers = maps.get(&map_key(map))?;
+        headers
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.clone())
+    }
+
+    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
+        self.maps.borrow().get(&map_key(map)).cloned().unwrap_or_default()
+    }
+
+    fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
+        let mut maps = self.maps.borrow_mut();
+        let headers = maps.entry(map_key(map)).or_default();
+        headers.retain(|(key, _)| key != name);
+        if !value.is_empty() {
+            headers.push((name.to_owned(), value.to_vec()));
+        }
+        true
+    }
+
+    fn body(&self, body: Body) -> Vec<u8> {
+        self.bodies.borrow().get(&body_key(body)).cloned().unwrap_or_default()
+    }
+
+    fn body_size(&self, body: Body) -> usize {
+        self.body(body).len()
+    }
+
+    fn replace_body(&self, body: Body, bytes: &[u8]) -> bool {
+        // Like Envoy: there is a chunk to replace only inside a body hook.
+        let mut bodies = self.bodies.borrow_mut();
+        if matches!(body, Body::ReceivedRequest | Body::ReceivedResponse) && !bodies.contains_key(&body_key(body)) {
+            return false;
+        }
+        bodies.insert(body_key(body), bytes.to_vec());
+        true
+    }
+
+    fn drain_body(&self, body: Body) {
+        if let Some(bytes) = self.bodies.borrow_mut().get_mut(&body_key(body)) {
+            bytes.clear();
+        }
+    }
+
+    fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        let headers = headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        self.sent.borrow_mut().push((status, headers, body.to_vec()));
+    }
+
+    fn reset(&self) {
+        self.resets.set(self.resets.get() + 1);
+    }
+
+    fn record_metric(&self, _: MetricKind, _: usize, _: &[&str], _: u64) -> bool {
+        self.metrics.set(self.metrics.get() + 1);
+        true
+    }
+
+    fn set_filter_state(&self, key: &str, value: &str) -> bool {
+        // Like Envoy: read-only, once per key.
+        let mut state = self.filter_state.borrow_mut();
+        if state.contains_key(key) {
+            return false;
+        }
+        state.insert(key.to_owned(), value.to_owned());
+        true
+    }
+
+    fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
+        self.filter_state
+            .borrow()
+            .get(key)
+            .map(|value| value.as_bytes().to_vec())
+    }
+
+    fn clear_route_cache(&self) {
+        self.route_cleared.set(self.route_cleared.get() + 1);
+    }
+
+    fn start_call(&self, cluster: &str, headers: &[(&str, &str)], _: &[u8], _: u64) -> Result<u64, u32> {
+        if let Some(result) = self.refuse.get() {
+            return Err(result);
+        }
+        let headers = headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        let id = {
+            let mut started = self.started.borrow_mut();
+            started.push((cluster.to_owned(), headers));
+            started.len() as u64
+        };
+        if let Some(inline) = self.inline.borrow().as_ref() {
+            inline(self, id);
+        }
+        Ok(id)
+    }
+
+    fn wake_at(&self, _: Instant, event: u64) -> Option<Alarm> {
+        self.alarms.borrow_mut().push(event);
+        Some(Alarm(Box::new(())))
+    }
+}
+
+fn exchange(config: &'static Config) -> &'static Exchange {
+    Box::leak(Box::new(Exchange::new(config)))
+}
+
+/// Sends `body` to the MCP path in one request: its headers, then its body.
+fn post(exchange: &Exchange, stream: &FakeStream, body: &str) -> Verdict {
+    assert_eq!(exchange.request_headers(stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedRequest, body.as_bytes());
+    exchange.request_body(stream, true)
+}
+
+/// A successful gRPC answer to `call`, in parts.
+fn answer_call(exchange: &Exchange, stream: &FakeStream, call: u64) {
+    exchange.call_heard(call, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(call, CallPart::Data(USER_FRAME));
+    exchange.call_heard(call, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+    exchange.call_ended(stream, call, false);
+}
+
+fn tool_result(answer: &Value) -> &Value {
+    &answer["result"]
+}
+
+#[test]
+fn other_paths_pass_through_untouched() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("GET", "/healthz", &[]);
+    assert_eq!(exchange.request_headers(&stream, true), Verdict::Continue);
+    assert_eq!(exchange.response_headers(&stream, false), Verdict::Continue);
+    assert!(stream.sent.borrow().is_empty());
+}
+
+#[test]
+fn the_routing_header_is_refused_on_every_path() {
+    for path in ["/demo.users.v1.UserService/GetUser", "/mcp"] {
+        let exchange = exchange(routed());
+        let stream = FakeStream::request("POST", path, &[("x-switchblade-cluster", "users")]);
+        assert_eq!(exchange.request_headers(&stream, false), Verdict::Drop);
+        assert_eq!(stream.sent.borrow()[0].0, 403);
+        assert_eq!(
+            stream.value(HeaderMap::Request, ":path").as_deref(),
+            Some(path),
+            "nothing rewritten"
+        );
+        assert_eq!(
+            stream
+                .filter_state
+                .borrow()
+                .get("switchblade.refusal")
+                .map(String::as_str),
+            Some("routing_header")
+        );
+    }
+}
+
+#[test]
+fn a_local_answer_is_sent_once() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(
+        post(exchange, &stream, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+        Verdict::Drop
+    );
+    let (status, answer) = stream.only_answer();
+    assert_eq!(status, 200);
+    assert_eq!(answer["result"]["tools"][0]["name"], "UserService_GetUser");
+    assert!(stream.metrics.get() > 0, "stats published");
+}
+
+#[test]
+fn a_routed_call_rewrites_the_request_and_then_the_answer() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[("x-request-id", "r1"), ("authorization", "Bearer t")]);
+    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    // The request is now the gRPC call, for the route that matches the header and filter state.
+    let value = |name| stream.value(HeaderMap::Request, name);
+    assert_eq!(value(":path").as_deref(), Some("/demo.users.v1.UserService/GetUser"));
+    assert_eq!(value("content-type").as_deref(), Some("application/grpc"));
+    assert_eq!(value("x-switchblade-cluster").as_deref(), Some("users"));
+    assert_eq!(
+        value("x-envoy-upstream-rq-timeout-ms").as_deref(),
+        Some("6000"),
+        "the deadline and a grace second"
+    );
+    assert_eq!(value("x-request-id").as_deref(), Some("r1"));
+    assert_eq!(value("authorization"), None, "not forwarded unless configured");
+    assert_eq!(stream.body(Body::ReceivedRequest), [0, 0, 0, 0, 2, 0x08, 1]);
+    assert_eq!(
+        stream
+            .filter_state
+            .borrow()
+            .get(ROUTED_CALL_FILTER_STATE)
+            .map(String::as_str),
+        Some("users")
+    );
+    assert_eq!(stream.route_cleared.get(), 1);
+    assert_eq!(*stream.alarms.borrow(), [DEADLINE_PASSED]);
+    // The answer comes in parts; its body is copied out and drained as it comes.
+    stream.set_map(
+        HeaderMap::Response,
+        &[
+            (":status", b"200"),
+            ("content-type", b"application/grpc"),
+            ("x-upstream", b"1"),
+        ],
+    );
+    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedResponse, USER_FRAME);
+    assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+    assert!(stream.body(Body::ReceivedResponse).is_empty(), "drained");
+    stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
+    stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
+    assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+    // In its place: the tool result, with the answer's own headers only.
+    assert!(stream.headers(HeaderMap::ResponseTrailers).is_empty());
+    assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
+    assert_eq!(
+        stream.value(HeaderMap::Response, "content-type").as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(stream.value(HeaderMap::Response, "x-upstream"), None);
+    let body = stream.body(Body::BufferedResponse);
+    assert_eq!(
+        stream.value(HeaderMap::Response, "content-length"),
+        Some(body.len().to_string())
+    );
+    let answer: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(tool_result(&answer)["structuredContent"]["username"], "ada");
+    assert!(stream.sent.borrow().is_empty(), "no local reply");
+    // The deadline no longer matters.
+    exchange.wake(&stream, DEADLINE_PASSED);
+    assert!(stream.sent.borrow().is_empty());
+}
+
+#[test]
+fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    post(exchange, &stream, GET_USER);
+    stream.set_map(HeaderMap::Response, &[(":status", b"200")]);
+    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    exchange.wake(&stream, DEADLINE_PASSED);
+    let (status, answer) = stream.only_answer();
+    assert_eq!(status, 200);
+    let text = tool_result(&answer)["content"][0]["text"].as_str().unwrap();
+    assert_eq!(
+        text,
+        "demo.users.v1.UserService/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 5000 ms deadline"
+    );
+    // What the upstream sends later is not this exchange's any more.
+    stream.set_body(Body::ReceivedResponse, USER_FRAME);
+    assert_eq!(exchange.response_body(&stream, true), Verdict::Continue);
+    assert_eq!(stream.sent.borrow().len(), 1);
+}
+
+#[test]
+fn request_trailers_of_a_routed_call_are_scrubbed() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedRequest, GET_USER.as_bytes());
+    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
+    stream.set_body(Body::BufferedRequest, GET_USER.as_bytes());
+    stream.set_body(Body::ReceivedRequest, b"");
+    stream.set_map(HeaderMap::RequestTrailers, &[("grpc-timeout", b"1S"), ("x-evil", b"1")]);
+    assert_eq!(exchange.request_trailers(&stream), Verdict::Continue);
+    assert!(stream.headers(HeaderMap::RequestTrailers).is_empty());
+    assert_eq!(stream.body(Body::BufferedRequest), [0, 0, 0, 0, 2, 0x08, 1]);
+}
+
+#[test]
+fn calls_out_are_answered_when_they_end() {
+    let exchange = exchange(calling_out(""));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Buffer);
+    assert_eq!(stream.started.borrow()[0].0, "users");
+    assert!(stream.sent.borrow().is_empty());
+    answer_call(exchange, &stream, 1);
+    let (_, answer) = stream.only_answer();
+    assert_eq!(tool_result(&answer)["structuredContent"]["user_id"], 1);
+}
+
+#[test]
+fn a_call_answered_while_it_starts_is_not_lost() {
+    // Envoy may deliver a call's whole answer (its own 503, say) from inside start_call.
+    let exchange = exchange(calling_out(""));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    let inline: Inline = Box::new(|stream: &FakeStream, call| {
+        exchange.call_heard(call, CallPart::Headers(vec![(":status".into(), b"503".to_vec())]));
+        exchange.call_heard(call, CallPart::Data(b"no healthy upstream"));
+        exchange.call_ended(stream, call, false);
+    });
+    *stream.inline.borrow_mut() = Some(inline);
+    post(exchange, &stream, GET_USER);
+    let (_, answer) = stream.only_answer();
+    let text = tool_result(&answer)["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("UNAVAILABLE (14): the upstream answered HTTP 503 instead of a gRPC status: no healthy upstream"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_call_envoy_refuses_is_answered_at_once() {
+    let exchange = exchange(calling_out(""));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    stream.refuse.set(Some(2));
+    post(exchange, &stream, GET_USER);
+    let (_, answer) = stream.only_answer();
+    let text = tool_result(&answer)["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.ends_with("could not be started: Envoy refused the call (result 2)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_batch_keeps_at_most_its_calls_in_flight() {
+    let exchange = exchange(calling_out(r#""max_calls_in_flight": 2"#));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    let batch = format!(
+        "[{GET_USER},{},{}]",
+        GET_USER.replace("\"id\":7", "\"id\":8"),
+        GET_USER.replace("\"id\":7", "\"id\":9")
+    );
+    assert_eq!(post(exchange, &stream, &batch), Verdict::Buffer);
+    assert_eq!(stream.started.borrow().len(), 2);
+    answer_call(exchange, &stream, 2);
+    assert_eq!(stream.started.borrow().len(), 3, "the third starts when one ends");
+    answer_call(exchange, &stream, 1);
+    assert!(stream.sent.borrow().is_empty());
+    answer_call(exchange, &stream, 3);
+    let (_, answer) = stream.only_answer();
+    let ids: Vec<&Value> = answer.as_array().unwrap().iter().map(|entry| &entry["id"]).collect();
+    assert_eq!(ids, [7, 8, 9]);
+}
+
+#[test]
+fn a_poisoned_exchange_answers_once_then_resets() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    exchange.poison(&stream);
+    exchange.poison(&stream);
+    let (status, answer) = stream.only_answer();
+    assert_eq!((status, answer["error"]["code"].as_i64()), (500, Some(-32603)));
+    assert!(exchange.is_poisoned());
+    assert_eq!(stream.resets.get(), 0);
+
+    // Once an answer has gone, a panic can only reset the stream.
+    let exchange = super::tests::exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    post(exchange, &stream, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    exchange.poison(&stream);
+    assert_eq!(stream.sent.borrow().len(), 1);
+    assert_eq!(stream.resets.get(), 1);
+}

@@ -1,0 +1,71 @@
+//! What the module's request logic asks of Envoy, as a small trait: the real host is one HTTP
+//! stream behind the ABI ([`crate::abi::Stream`]), and the exchange's unit tests run against a
+//! fake one. Everything here is safe Rust; the ABI behind it is in [`crate::abi`].
+
+use std::any::Any;
+use std::time::Instant;
+
+use switchblade_core::observe::MetricKind;
+
+/// Which header map a call acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeaderMap {
+    Request,
+    RequestTrailers,
+    Response,
+    ResponseTrailers,
+}
+
+/// Which body a call acts on: the chunk of the current hook, or what Envoy buffered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Body {
+    ReceivedRequest,
+    BufferedRequest,
+    ReceivedResponse,
+    BufferedResponse,
+}
+
+/// A wake-up the host has scheduled for a stream; dropping it cancels it.
+pub struct Alarm(#[allow(dead_code)] pub Box<dyn Any>);
+
+/// One HTTP stream, as the exchange uses it, for the length of one hook.
+pub trait StreamHost {
+    /// The first value of a header, as bytes.
+    fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>>;
+    /// Every header of a map, in order.
+    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)>;
+    /// Sets a header to one value; an empty value removes it.
+    fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
+    fn remove_header(&self, map: HeaderMap, name: &str) {
+        self.set_header(map, name, &[]);
+    }
+    /// The bytes of a body.
+    fn body(&self, body: Body) -> Vec<u8>;
+    fn body_size(&self, body: Body) -> usize;
+    /// Replaces a body: drains it, then appends `bytes`.
+    fn replace_body(&self, body: Body, bytes: &[u8]) -> bool;
+    fn drain_body(&self, body: Body);
+    /// Answers the request here (a local reply).
+    fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]);
+    /// Resets the stream: for a response that has begun and cannot be answered any more.
+    fn reset(&self);
+    /// Adds to a counter, or records a histogram value, with one value per label.
+    fn record_metric(&self, kind: MetricKind, id: usize, label_values: &[&str], value: u64) -> bool;
+    /// Sets a read-only string in the stream's filter state (once per key).
+    fn set_filter_state(&self, key: &str, value: &str) -> bool;
+    /// A string filter state object's bytes.
+    fn filter_state(&self, key: &str) -> Option<Vec<u8>>;
+    /// Makes Envoy choose the request's route again.
+    fn clear_route_cache(&self);
+    /// Starts an HTTP request to `cluster`, sent whole: its answer comes in parts to the
+    /// exchange's `call_*` hooks under the id returned, or Envoy's refusal.
+    fn start_call(&self, cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout_ms: u64) -> Result<u64, u32>;
+    /// Asks for the exchange's `wake` hook at `when`, with `event`; `None` if the host cannot.
+    fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm>;
+}
+
+/// What a configuration needs of Envoy while it is made: its stats.
+pub trait StatsHost {
+    /// Defines a counter or histogram with labels; its id, or `None` if Envoy refused it.
+    fn define(&self, kind: MetricKind, name: &str, label_names: &[&str]) -> Option<usize>;
+}
