@@ -1,5 +1,6 @@
 //! What tests can see and steer in the upstream: per-method call counts, the gRPC metadata
-//! of each method's last call, and an artificial delay before every answer (for deadlines).
+//! of each method's last call, an artificial delay before every answer (for deadlines), and
+//! the most calls that were in that delay at once (for bounds on calls in flight).
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,6 +13,8 @@ use tonic::metadata::{KeyAndValueRef, MetadataMap};
 pub struct Control {
     state: Arc<Mutex<Seen>>,
     delay_ms: Arc<AtomicU64>,
+    waiting: Arc<AtomicU64>,
+    most_waiting: Arc<AtomicU64>,
 }
 
 #[derive(Debug, Default)]
@@ -31,8 +34,16 @@ impl Control {
         }
         let delay = self.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
+            let now = self.waiting.fetch_add(1, Ordering::SeqCst) + 1;
+            self.most_waiting.fetch_max(now, Ordering::SeqCst);
             tokio::time::sleep(Duration::from_millis(delay)).await;
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
+    }
+
+    /// The most calls that were in the delay at once since the last reset.
+    pub fn most_in_flight(&self) -> u64 {
+        self.most_waiting.load(Ordering::SeqCst)
     }
 
     pub fn counts(&self) -> BTreeMap<String, u64> {
@@ -51,6 +62,7 @@ impl Control {
     pub fn reset(&self) {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Seen::default();
         self.delay_ms.store(0, Ordering::Relaxed);
+        self.most_waiting.store(0, Ordering::SeqCst);
     }
 
     pub fn set_delay(&self, delay: Duration) {

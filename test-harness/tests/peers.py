@@ -65,6 +65,9 @@ class RawHttp2Upstream(Blackhole):
         self.headers = headers
         self.body = body
         self.trailers = trailers
+        # The request headers and trailers of every request, as received.
+        self.received: list[list[tuple[bytes, bytes]]] = []
+        self.received_trailers: list[list[tuple[bytes, bytes]]] = []
         super().__init__(stands_in_for=stands_in_for)
 
     def _handle(self, connection: socket.socket) -> None:
@@ -77,10 +80,19 @@ class RawHttp2Upstream(Blackhole):
         peer = h2.connection.H2Connection(config=config)
         peer.initiate_connection()
         connection.sendall(peer.data_to_send())
+        # Body bytes that HTTP/2 flow control has not let out yet, by stream.
+        pending: dict[int, bytes] = {}
         while data := self._read(connection):
             for event in peer.receive_data(data):
+                if isinstance(event, h2.events.RequestReceived):
+                    self.received.append(list(event.headers))
+                elif isinstance(event, h2.events.TrailersReceived):
+                    self.received_trailers.append(list(event.headers))
+                elif isinstance(event, h2.events.WindowUpdated):
+                    for stream_id in list(pending):
+                        self._send_body(peer, stream_id, pending)
                 if isinstance(event, h2.events.StreamEnded):
-                    self._answer(peer, event.stream_id)
+                    self._answer(peer, event.stream_id, pending)
             connection.sendall(peer.data_to_send())
 
     @staticmethod
@@ -90,11 +102,25 @@ class RawHttp2Upstream(Blackhole):
         except OSError:
             return b""
 
-    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int) -> None:
+    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
         ends_with_headers = not self.body and self.trailers is None
         peer.send_headers(stream_id, self.headers, end_stream=ends_with_headers)
-        if self.body:
-            peer.send_data(stream_id, self.body, end_stream=self.trailers is None)
+        if ends_with_headers:
+            return
+        pending[stream_id] = self.body
+        self._send_body(peer, stream_id, pending)
+
+    def _send_body(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
+        """Sends what flow control allows of the body, then the trailers once it is all out."""
+        body = pending[stream_id]
+        while body:
+            room = min(peer.local_flow_control_window(stream_id), peer.max_outbound_frame_size)
+            if room <= 0:
+                pending[stream_id] = body
+                return
+            chunk, body = body[:room], body[room:]
+            peer.send_data(stream_id, chunk, end_stream=not body and self.trailers is None)
+        del pending[stream_id]
         if self.trailers is not None:
             peer.send_headers(stream_id, self.trailers, end_stream=True)
 
@@ -111,3 +137,22 @@ class RawGrpcUpstream(RawHttp2Upstream):
             super().__init__(headers + status, stands_in_for=stands_in_for)
         else:
             super().__init__(headers, trailers=status, stands_in_for=stands_in_for)
+
+
+class HeadersThenSilence(RawHttp2Upstream):
+    """An HTTP/2 "upstream" that sends a gRPC answer's headers, then nothing more: an answer
+    that starts and never ends."""
+
+    def __init__(self, *, stands_in_for: Iterable[str]) -> None:
+        super().__init__([(b":status", b"200"), (b"content-type", b"application/grpc")], stands_in_for=stands_in_for)
+
+    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
+        peer.send_headers(stream_id, self.headers, end_stream=False)
+
+
+class HeadersThenReset(HeadersThenSilence):
+    """An HTTP/2 "upstream" that sends a gRPC answer's headers, then resets the stream."""
+
+    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
+        peer.send_headers(stream_id, self.headers, end_stream=False)
+        peer.reset_stream(stream_id)

@@ -146,6 +146,10 @@ class Upstream:
     def reset(self) -> None:
         httpx2.post(f"{self.control_url}/reset", timeout=2).raise_for_status()
 
+    def most_in_flight(self) -> int:
+        """The most calls that were in the delay at once since the last reset."""
+        return httpx2.get(f"{self.control_url}/in_flight", timeout=2).raise_for_status().json()
+
     def delay(self, ms: int) -> None:
         """Delays every later gRPC answer by `ms` milliseconds (until reset)."""
         httpx2.post(f"{self.control_url}/delay", params={"ms": ms}, timeout=2).raise_for_status()

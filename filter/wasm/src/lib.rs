@@ -263,6 +263,15 @@ impl HttpContext for Exchange {
         }
         Action::Pause
     }
+
+    /// A request with trailers ends with them, not with its last body chunk.
+    fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
+        match &self.state {
+            State::PassThrough => Action::Continue,
+            State::ReadingBody(_) => self.body_complete(usize::MAX),
+            _ => Action::Pause,
+        }
+    }
 }
 
 impl Exchange {

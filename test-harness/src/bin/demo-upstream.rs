@@ -9,8 +9,9 @@
 //! `switchblade_test_harness::reflection`), and a control API over HTTP/1.1 on `--control`
 //! (default 127.0.0.1:50052):
 //! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
-//! of each method's last call, `POST /delay?ms=N` delays every
-//! later answer by N milliseconds, `POST /reset` clears the counts and the delay.
+//! of each method's last call, `GET /in_flight` the most calls that were delayed at once,
+//! `POST /delay?ms=N` delays every later answer by N milliseconds, `POST /reset` clears the
+//! counts and the delay.
 
 use std::error::Error;
 use std::net::SocketAddr;
@@ -148,8 +149,13 @@ fn control_api(control: Control) -> Router {
     let calls = control.clone();
     let metadata = control.clone();
     let delay = control.clone();
+    let in_flight = control.clone();
     Router::new()
         .route("/calls", get(move || async move { Json(calls.counts()) }))
+        .route(
+            "/in_flight",
+            get(move || async move { Json(in_flight.most_in_flight()) }),
+        )
         .route("/metadata", get(move || async move { Json(metadata.metadata()) }))
         .route(
             "/delay",

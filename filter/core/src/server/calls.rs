@@ -53,7 +53,7 @@ impl Server {
     /// Nothing happens for a token that is not out (ended already, or never started).
     pub fn call_ended(&self, reply: &mut Reply, token: u64, reset: bool, now: Duration, observed: &mut Observations) {
         if let Some((call, response)) = reply.take(token) {
-            let end = response.end(reset, self.limits.max_response_bytes);
+            let end = timed_out(&call, response.end(reset, self.limits.max_response_bytes), now);
             self.file(reply, &call, end, now, observed);
         }
     }
@@ -77,6 +77,19 @@ impl Server {
         }
         let (headers, body, trailers) = read();
         let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
-        self.file(reply, &call, end, now, observed);
+        self.file(reply, &call, timed_out(&call, end, now), now, observed);
+    }
+}
+
+/// Timers fire on a millisecond tick, and the host's clock may read a hair earlier.
+const CLOCK_SLACK: Duration = Duration::from_millis(5);
+
+/// A call that ended without a whole answer once its deadline had passed was cut off by the
+/// host's timeout (a callout's ends as a reset when the upstream's headers had come already).
+fn timed_out<'a>(call: &UpstreamCall, end: CallEnd<'a>, now: Duration) -> CallEnd<'a> {
+    let out_for = call.upstream_time(now).unwrap_or_default();
+    match end {
+        CallEnd::Reset if out_for + CLOCK_SLACK >= call.timeout() => CallEnd::DeadlinePassed,
+        end => end,
     }
 }

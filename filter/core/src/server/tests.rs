@@ -949,4 +949,5 @@ mod wrapped_roots {
     }
 }
 
+mod calls;
 mod observations;
