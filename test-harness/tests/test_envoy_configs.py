@@ -104,6 +104,11 @@ BAD_PLUGIN_CONFIGS = [
     (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "forward_headers": ["Authorization"]}),
      "at `forward_headers[0]`: \"Authorization\" is not a lowercase header name"),
     (json.dumps({"descriptor_set": "not base64!", "services": {USERS: {"cluster": "demo_grpc"}}}), "at `descriptor_set`: not base64"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "forward_headers": ["x-envoy-max-retries"]}),
+     "at `forward_headers[0]`: \"x-envoy-max-retries\" is an Envoy control header (x-envoy-*): Envoy's router acts on it, "
+     "so it cannot be forwarded or set"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"max_batch_size": 0}}),
+     "at `limits.max_batch_size`: must be greater than 0"),
 ]
 
 

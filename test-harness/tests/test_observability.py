@@ -28,6 +28,10 @@ needs_prometheus = pytest.mark.skipif(
 )
 
 
+# An argument name a client chose to break a log line, and to make it long.
+HOSTILE_KEY = '\n{"forged":"entry"}\u001b[2J' + "k" * 400
+
+
 def call(envoy: Envoy, tool: str, arguments: dict | str, headers: dict[str, str] | None = None) -> httpx2.Response:
     arguments_json = arguments if isinstance(arguments, str) else json.dumps(arguments)
     body = (f'{{"jsonrpc":"2.0","id":1,"method":"tools/call",'
@@ -46,7 +50,9 @@ class Observed:
 
 @pytest.fixture(scope="module")
 def observed(upstream: Upstream):
-    envoy = Envoy(upstream, name="observed").start()
+    plugin = demo_plugin()
+    plugin["services"]["test.kitchensink.v1.KitchenSinkService"] = {"cluster": "demo_grpc"}
+    envoy = Envoy(upstream, plugin, name="observed").start()
     prometheus = Prometheus(envoy).start() if PROMETHEUS_BIN else None
     upstream.reset()
     upstream.delay(DELAY_MS)
@@ -63,6 +69,9 @@ def observed(upstream: Upstream):
             assert call(envoy, "UserService_GetUser", {"user_id": 99}, tagged("not_found")).json()["result"]["isError"]
         refused = call(envoy, "UserService_GetUser", '{"user_id":{"$ne":null}}', tagged("injection")).json()
         assert "Invalid arguments" in refused["result"]["content"][0]["text"]
+        hostile = call(envoy, "KitchenSinkService_Echo", {"must": "x", "by_name": {HOSTILE_KEY: 1}},
+                       tagged("hostile_key")).json()
+        assert hostile["result"]["isError"] is True
         for _ in range(2):
             assert call(envoy, "CatalogService_GetItem", {"id": "1"}).json()["result"]["isError"] is False
         assert call(envoy, "Made_Up_Tool", {}).json()["error"]["code"] == -32602
@@ -206,6 +215,9 @@ def test_the_access_log_has_the_mcp_facts(observed: Observed) -> None:
         "invalid_arguments", "INVALID_ARGUMENT", "user_id")
     refusal = entries["refusal"]
     assert (refusal["refusal"], refusal["status"], refusal["tool"]) == ("unsupported_media_type", 415, None)
+    # A client's argument name is escaped (one line, whatever the log's format) and cut.
+    escaped = HOSTILE_KEY.replace("\n", "\\n").replace('"', '\\"').replace("\u001b", "\\u{1b}")
+    assert entries["hostile_key"]["refused_path"] == ("by_name." + escaped)[:256] + "…"
 
 
 def test_the_trace_context_reaches_the_upstream(observed: Observed, upstream: Upstream) -> None:

@@ -79,6 +79,14 @@ def test_a_page_from_this_loopback_origin_is_served_by_default(envoy: Envoy, ups
     assert upstream.total_calls() == 2
 
 
+def test_once_origins_are_listed_the_list_alone_decides(mcp: Mcp, upstream: Upstream, guarded: Envoy) -> None:
+    """The loopback page served by default is not in this endpoint's allowlist: refused."""
+    origin = f"http://127.0.0.1:{guarded.port}"
+    forbidden(mcp.post(CALL, headers={"origin": origin}),
+              f'Forbidden: origin "{origin}" is not allowed to call this MCP endpoint')
+    assert upstream.total_calls() == 0
+
+
 def too_large(response, size: int, limit: int = 256 * 1024) -> None:
     assert response.status_code == 413, response.text
     assert response.json()["error"] == {

@@ -94,10 +94,16 @@ impl AccessPolicy {
     }
 
     /// The claim values the payload grants: a space-separated string's words, an array's strings.
+    /// Scopes are separated by the ASCII space alone (RFC 6749, 3.3): any other white space is
+    /// part of a word, so `"a\u{a0}admin"` grants neither `a` nor `admin`.
     fn grants(&self, payload: &Value) -> BTreeSet<String> {
         let claim = self.claim.iter().try_fold(payload, |value, name| value.get(name));
         match claim {
-            Some(Value::String(words)) => words.split_whitespace().map(str::to_owned).collect(),
+            Some(Value::String(words)) => words
+                .split(' ')
+                .filter(|word| !word.is_empty())
+                .map(str::to_owned)
+                .collect(),
             Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
             _ => BTreeSet::new(),
         }

@@ -150,11 +150,14 @@ impl CallerPolicy {
             }
         }
         let origin = headers.origin.as_deref()?;
-        let allowed = self
-            .allowed_origins
-            .iter()
-            .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin))
-            || is_same_loopback_origin(origin, headers.authority.as_deref().unwrap_or_default());
+        // Once an allowlist is set, it alone decides: an operator who lists origins means them.
+        let allowed = match self.allowed_origins.is_empty() {
+            true => is_same_loopback_origin(origin, headers.authority.as_deref().unwrap_or_default()),
+            false => self
+                .allowed_origins
+                .iter()
+                .any(|allowed| allowed == "*" || allowed.eq_ignore_ascii_case(origin)),
+        };
         (!allowed).then(|| {
             (
                 Refusal::OriginNotAllowed,
@@ -467,6 +470,13 @@ mod tests {
                 "{origin} to {authority}"
             );
         }
+        // An origin allowlist, once set, decides alone: the loopback page is not in it.
+        let listed = CallerPolicy {
+            allowed_origins: vec!["https://chat.example.com".into()],
+            ..CallerPolicy::default()
+        };
+        let refusal = listed.refusal(&with("http://localhost:10000", "localhost:10000"));
+        assert_eq!(refusal.map(|(reason, _)| reason), Some(Refusal::OriginNotAllowed));
         // A host allowlist still decides first.
         let hosts = CallerPolicy {
             allowed_hosts: vec!["mcp.example.com".into()],

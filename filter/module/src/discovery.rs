@@ -25,6 +25,10 @@ struct Driver {
     answers: HashMap<u64, Collected>,
     /// Streams that ended (reset or not) before `start_call` returned their id.
     ended_early: HashMap<u64, bool>,
+    /// A `start_call` is under way: what is heard of a stream not yet known may be its own,
+    /// and is kept until it returns. At any other time it is not, and is dropped, so that
+    /// nothing piles up under ids no call has.
+    starting: bool,
 }
 
 /// What has come back on a stream so far.
@@ -44,6 +48,7 @@ impl LiveCatalog {
                 streams: HashMap::new(),
                 answers: HashMap::new(),
                 ended_early: HashMap::new(),
+                starting: false,
             }),
         }
     }
@@ -70,9 +75,20 @@ impl LiveCatalog {
         let mut refreshed = None;
         while let Some(call) = queue.pop() {
             let timeout_ms = u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX);
+            self.driver().starting = true;
             let started = host.start_call(call.cluster(), &call.http_headers(), call.http_body(), timeout_ms);
             let step = {
                 let mut driver = self.driver();
+                driver.starting = false;
+                let own = started.ok();
+                let Driver {
+                    streams,
+                    answers,
+                    ended_early,
+                    ..
+                } = &mut *driver;
+                answers.retain(|stream, _| streams.contains_key(stream) || Some(*stream) == own);
+                ended_early.retain(|stream, _| Some(*stream) == own);
                 match started {
                     Ok(stream) => {
                         driver.streams.insert(stream, call.id);
@@ -100,21 +116,25 @@ impl LiveCatalog {
     }
 
     pub fn headers(&self, stream: u64, headers: Vec<(String, Vec<u8>)>) {
-        self.driver().answers.entry(stream).or_default().headers = headers;
+        if let Some(answer) = self.driver().answer(stream) {
+            answer.headers = headers;
+        }
     }
 
     pub fn data(&self, stream: u64, data: &[u8]) {
-        let mut driver = self.driver();
-        let answer = driver.answers.entry(stream).or_default();
-        if answer.body.len() + data.len() > MAX_ANSWER_BYTES {
-            answer.too_large = true;
-        } else {
-            answer.body.extend_from_slice(data);
+        if let Some(answer) = self.driver().answer(stream) {
+            if answer.body.len() + data.len() > MAX_ANSWER_BYTES {
+                answer.too_large = true;
+            } else {
+                answer.body.extend_from_slice(data);
+            }
         }
     }
 
     pub fn trailers(&self, stream: u64, trailers: Vec<(String, Vec<u8>)>) {
-        self.driver().answers.entry(stream).or_default().trailers = trailers;
+        if let Some(answer) = self.driver().answer(stream) {
+            answer.trailers = trailers;
+        }
     }
 
     /// The stream ended (`reset`: without a whole answer); how the refresh ended, if it did.
@@ -122,7 +142,9 @@ impl LiveCatalog {
         let step = {
             let mut driver = self.driver();
             if !driver.streams.contains_key(&stream) {
-                driver.ended_early.insert(stream, reset);
+                if driver.starting {
+                    driver.ended_early.insert(stream, reset);
+                }
                 return None;
             }
             driver.finish(stream, reset)
@@ -136,6 +158,15 @@ impl LiveCatalog {
 }
 
 impl Driver {
+    /// What has come back on `stream`, where it is kept: a stream of a call, or one that may be
+    /// the call being started.
+    fn answer(&mut self, stream: u64) -> Option<&mut Collected> {
+        if !self.streams.contains_key(&stream) && !self.starting {
+            return None;
+        }
+        Some(self.answers.entry(stream).or_default())
+    }
+
     /// Files the answer of a stream that ended.
     fn finish(&mut self, stream: u64, reset: bool) -> Step {
         let Some(call) = self.streams.remove(&stream) else {

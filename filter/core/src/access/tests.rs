@@ -181,6 +181,25 @@ fn grants_come_from_the_payload_in_dynamic_metadata() {
 const JWT_AUTHN: &str = crate::config::authorization::JWT_AUTHN_NAMESPACE;
 
 #[test]
+fn scopes_are_split_on_the_ascii_space_alone() {
+    let policy = policy(r#"{"rules": {}, "token_payload": {"filter_state": "switchblade.token_payload"}}"#).unwrap();
+    for (scope, expected) in [
+        ("a  admin ", &["a", "admin"][..]),
+        // JSON escapes, read by the token's parser: NBSP, tab and newline, EM SPACE.
+        (r"a\u00a0admin", &["a\u{a0}admin"][..]),
+        (r"a\tadmin\nroot", &["a\tadmin\nroot"][..]),
+        (r"a\u2003admin", &["a\u{2003}admin"][..]),
+    ] {
+        let payload = format!(r#"{{"scope": "{scope}"}}"#);
+        assert_eq!(
+            policy.caller(Some(payload.as_bytes())),
+            Caller::Verified(grants(expected)),
+            "{scope}"
+        );
+    }
+}
+
+#[test]
 fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state() {
     let policy = policy(
         r#"{"rules": {}, "claim": ["realm_access", "roles"], "token_payload": {"filter_state": "switchblade.token_payload"}}"#,

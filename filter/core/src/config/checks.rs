@@ -163,6 +163,13 @@ fn check_metadata_key(key: &str) -> Result<(), String> {
             "{key:?} is reserved for the HTTP/2 and gRPC protocols and cannot be forwarded or set"
         ));
     }
+    // On a call the module routes, these would steer Envoy's router (retries, timeouts,
+    // hosts) from the client's request.
+    if key.starts_with("x-envoy-") {
+        return Err(format!(
+            "{key:?} is an Envoy control header (x-envoy-*): Envoy's router acts on it, so it cannot be forwarded or set"
+        ));
+    }
     Ok(())
 }
 

@@ -145,6 +145,30 @@ fn refuses_bad_values() {
             "at `forward_headers[1]`: \"x-a\" is listed twice",
         ),
         (
+            r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["x-envoy-max-retries"]}"#,
+            "at `forward_headers[0]`: \"x-envoy-max-retries\" is an Envoy control header (x-envoy-*): Envoy's router acts on it, so it cannot be forwarded or set",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"x-envoy-upstream-rq-timeout-ms":"1"}}}}"#,
+            "at `services.a.B.metadata.x-envoy-upstream-rq-timeout-ms`: \"x-envoy-upstream-rq-timeout-ms\" is an Envoy control header",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_batch_size":0}}"#,
+            "at `limits.max_batch_size`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_calls_in_flight":0}}"#,
+            "at `limits.max_calls_in_flight`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_rendered_bytes":0}}"#,
+            "at `limits.max_rendered_bytes`: must be greater than 0",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_batch_reply_bytes":0}}"#,
+            "at `limits.max_batch_reply_bytes`: must be greater than 0",
+        ),
+        (
             r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"timeout_ms":0}}}"#,
             "at `tools.a.B/X.timeout_ms`: must be greater than 0",
         ),
@@ -194,4 +218,25 @@ fn selectors() {
     for bad in ["", "a.B", "a.B/", "/M", "a.B/M/N", "a.B/M.x", "a B/M"] {
         assert_eq!(parse_selector(bad), None, "{bad}");
     }
+}
+
+#[test]
+fn the_render_and_batch_reply_bounds_follow_max_response_bytes_unless_set() {
+    let limits = Limits::default();
+    assert_eq!(
+        (limits.rendered_bytes(), limits.batch_reply_bytes()),
+        (16 << 20, 32 << 20)
+    );
+    let config = parse(r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_response_bytes":1000}}"#).unwrap();
+    assert_eq!(
+        (config.limits.rendered_bytes(), config.limits.batch_reply_bytes()),
+        (4000, 8000)
+    );
+    let config =
+        parse(r#"{"services":{"a.B":{"cluster":"c"}},"limits":{"max_rendered_bytes":10,"max_batch_reply_bytes":7}}"#)
+            .unwrap();
+    assert_eq!(
+        (config.limits.rendered_bytes(), config.limits.batch_reply_bytes()),
+        (10, 7)
+    );
 }

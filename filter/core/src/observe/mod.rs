@@ -262,12 +262,16 @@ impl Observations {
     }
 }
 
-/// At most [`MAX_LOG_VALUE_CHARS`] characters, marked with `…` where cut.
+/// One line of printable text of at most [`MAX_LOG_VALUE_CHARS`] characters, marked with `…`
+/// where cut. Quotes, backslashes and control characters are escaped as Rust escapes them
+/// (`\n`, `\"`, `\u{1b}`): an argument path comes from the client, and must not break or
+/// forge a line of an access log, whatever its format.
 fn cut(value: &str) -> String {
-    if value.chars().count() <= MAX_LOG_VALUE_CHARS {
-        return value.to_owned();
+    let escaped = value.escape_debug().to_string();
+    if escaped.chars().count() <= MAX_LOG_VALUE_CHARS {
+        return escaped;
     }
-    let mut kept: String = value.chars().take(MAX_LOG_VALUE_CHARS).collect();
+    let mut kept: String = escaped.chars().take(MAX_LOG_VALUE_CHARS).collect();
     kept.push('…');
     kept
 }

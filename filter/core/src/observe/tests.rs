@@ -151,6 +151,10 @@ fn log_values_are_cut_and_joined() {
     let kept = cut(&long);
     assert_eq!(kept.chars().count(), MAX_LOG_VALUE_CHARS + 1);
     assert!(kept.ends_with('…'));
+    // A client's key cannot break a log line or forge one.
+    assert_eq!(cut("a\n{\"forged\":1}\u{1b}[2J\\"), r#"a\n{\"forged\":1}\u{1b}[2J\\"#);
+    let escapes = "\n".repeat(200);
+    assert_eq!(cut(&escapes).chars().count(), MAX_LOG_VALUE_CHARS + 1);
     let mut observed = Observations::default();
     observed.refused(Refusal::Batch);
     assert_eq!(observed.log_fields(), [("refusal", "batch".to_owned())]);
