@@ -85,6 +85,10 @@ VISIBLE = {
     "users:read": ["UserService_GetUser"],
     "catalog:read users:read": ALL_TOOLS,
     "users:readonly catalog:write": [],
+    # Scopes are separated by the ASCII space alone (RFC 6749): no other white space splits.
+    "catalog:read\u00a0users:read": [],
+    "catalog:read\tusers:read": [],
+    "  catalog:read  ": ["CatalogService_Search", "CatalogService_GetItem"],
 }
 
 
