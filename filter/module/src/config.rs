@@ -4,8 +4,8 @@
 
 use std::any::Any;
 use std::collections::HashMap;
-use std::sync::{Arc, OnceLock, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::time::Duration;
 
 use switchblade_core::config::{ConfigError, TokenPayloadSource};
 use switchblade_core::observe::{predefined_samples, Metric, Sample};
@@ -221,10 +221,4 @@ impl ServerRef {
             ServerRef::Live(server) => server,
         }
     }
-}
-
-/// The module's clock, for the time a call is out: monotonic, from the first reading.
-pub(crate) fn now() -> Duration {
-    static START: OnceLock<Instant> = OnceLock::new();
-    START.get_or_init(Instant::now).elapsed()
 }

@@ -11,7 +11,7 @@ use switchblade_core::http::header_pairs;
 use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
 
 use crate::abi::ConfigHost;
-use crate::config::now;
+use crate::clock::now;
 
 /// The configuration's reflection refreshes.
 pub struct LiveCatalog {

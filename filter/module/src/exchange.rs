@@ -19,7 +19,8 @@ use switchblade_core::observe::{Observations, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{CallEnd, CallPart, UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
-use crate::config::{now, Config, ServerRef};
+use crate::clock::now;
+use crate::config::{Config, ServerRef};
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
 /// The routed call's token in its reply: it is the request itself, not a stream of its own.

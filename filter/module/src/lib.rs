@@ -16,6 +16,7 @@ compile_error!(
 );
 
 mod abi;
+mod clock;
 mod config;
 mod discovery;
 mod exchange;
