@@ -146,9 +146,9 @@ def test_a_deadline_after_the_upstreams_headers_is_deadline_exceeded() -> None:
 
 
 def test_an_answer_larger_than_envoys_buffer_is_read_up_to_max_response_bytes() -> None:
-    """The listener buffers 32 KiB; the answer is 100 KB, under `limits.max_response_bytes`: it
+    """The listener buffers 32 KiB; the answer is 1 MB, under `limits.max_response_bytes`: it
     is a tool result, not Envoy's plain 500."""
-    name = b"n" * 100_000
+    name = b"n" * 1_000_000
     user = b"\x08\x01\x12" + varint(len(name)) + name
     frame = b"\x00" + len(user).to_bytes(4, "big") + user
     peer = RawHttp2Upstream([(b":status", b"200"), (b"content-type", b"application/grpc")], frame,
