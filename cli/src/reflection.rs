@@ -13,6 +13,8 @@ use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
 use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
 use tonic_reflection::pb::v1::{ServerReflectionRequest, ServerReflectionResponse};
 
+use switchblade_core::reflection::acceptance::{answering_files, Asked};
+
 use crate::descriptor_sets::{missing_imports, well_known, File};
 
 /// Where to ask, and how.
@@ -26,6 +28,8 @@ pub struct Target {
 
 /// The files that define `services` and every file they import, in no particular order. The
 /// well-known `google/protobuf/*.proto` files a server does not serve come from built-in copies.
+/// Of each answer, only the file asked for and the files it imports are taken, as the filter
+/// does: a server may send more, under any names.
 pub fn fetch(target: &Target, services: &[String]) -> Result<Vec<File>, String> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -125,22 +129,14 @@ impl Reflection {
         let mut files = Vec::new();
         for service in services {
             match self.ask(MessageRequest::FileContainingSymbol(service.clone())).await {
-                Ok(answer) => self.keep(answer, &mut files)?,
+                Ok(answer) => self.keep(Asked::Symbol(service), answer, &mut files)?,
                 Err(Failure::NotFound) => return Err(self.unknown_service(service).await),
                 Err(Failure::Other(why)) => return Err(why),
             }
         }
         while let Some((name, importer)) = missing_imports(&files).into_iter().next() {
             match self.ask(MessageRequest::FileByFilename(name.clone())).await {
-                Ok(answer) => {
-                    self.keep(answer, &mut files)?;
-                    if !files.iter().any(|file| file.name() == name) {
-                        return Err(format!(
-                            "--reflect {}: the server answered a request for `{name}` with other files",
-                            self.address
-                        ));
-                    }
-                }
+                Ok(answer) => self.keep(Asked::File(&name), answer, &mut files)?,
                 Err(Failure::NotFound) => match well_known(&name) {
                     Some(file) => files.push(file),
                     None => {
@@ -156,22 +152,32 @@ impl Reflection {
         Ok(files)
     }
 
-    /// Adds the files of a file descriptor answer that `files` does not have yet.
-    fn keep(&self, answer: MessageResponse, files: &mut Vec<File>) -> Result<(), String> {
+    /// Adds the files of a file descriptor answer to `asked` that answer it or that it imports,
+    /// and that `files` does not have yet.
+    fn keep(&self, asked: Asked<'_>, answer: MessageResponse, files: &mut Vec<File>) -> Result<(), String> {
         let MessageResponse::FileDescriptorResponse(response) = answer else {
             return Err(format!(
                 "--reflect {}: the server answered a request for files with something else",
                 self.address
             ));
         };
-        for bytes in response.file_descriptor_proto {
-            let file = File::decode(bytes).map_err(|error| {
-                format!(
-                    "--reflect {}: the server sent a file descriptor that does not decode ({error})",
-                    self.address
-                )
-            })?;
-            if !files.iter().any(|known| known.name() == file.name()) {
+        let answered = response
+            .file_descriptor_proto
+            .into_iter()
+            .map(|bytes| {
+                File::decode(bytes).map_err(|error| {
+                    format!(
+                        "--reflect {}: the server sent a file descriptor that does not decode ({error})",
+                        self.address
+                    )
+                })
+            })
+            .collect::<Result<Vec<File>, String>>()?;
+        let protos: Vec<_> = answered.iter().map(|file| &file.proto).collect();
+        let answering = answering_files(&[asked], &protos, |_| false)
+            .map_err(|problem| format!("--reflect {}: {problem}", self.address))?;
+        for (index, file) in answered.into_iter().enumerate() {
+            if answering.contains(&index) && !files.iter().any(|known| known.name() == file.name()) {
                 files.push(file);
             }
         }

@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod control;
 pub mod inventory;
 pub mod kitchen_sink;
+pub mod lying_reflection;
 pub mod reflection;
 pub mod rules;
 pub mod users;

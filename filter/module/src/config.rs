@@ -184,7 +184,7 @@ impl Config {
                 .catalog()
                 .tool_count(),
         );
-        if let Refreshed::Changed(server) = refreshed {
+        if let Refreshed::Changed { server, .. } = refreshed {
             *slot.write().unwrap_or_else(PoisonError::into_inner) = Arc::from(server);
         }
     }

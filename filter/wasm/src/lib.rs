@@ -111,7 +111,7 @@ impl Root {
             Step::Done(refreshed) => {
                 self.stats.add(&refreshed.sample());
                 refreshed.log(self.server.as_ref().map_or(0, |server| server.catalog().tool_count()));
-                if let Refreshed::Changed(server) = refreshed {
+                if let Refreshed::Changed { server, .. } = refreshed {
                     // Requests already in flight keep the server they started with.
                     self.server = Some(Rc::from(server));
                 }

@@ -4,7 +4,9 @@
 //! Serves the demo CatalogService and UserService, and acme.inventory.v1.InventoryService (a
 //! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
 //! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
-//! `v1` or `v1alpha` alone; `off`; or `garbage`, answers that are not reflection's), describing
+//! `v1` or `v1alpha` alone; `off`; `garbage`, answers that are not reflection's; or `lying`,
+//! true answers with fake files beside them, see `switchblade_test_harness::lying_reflection`),
+//! describing
 //! the API `--api` names (`full`, the default; `small`, `big` or `no-validate`, see
 //! `switchblade_test_harness::reflection`), and a control API over HTTP/1.1 on `--control`
 //! (default 127.0.0.1:50052):
@@ -25,6 +27,7 @@ use switchblade_test_harness::catalog::Catalog;
 use switchblade_test_harness::control::Control;
 use switchblade_test_harness::inventory::Inventory;
 use switchblade_test_harness::kitchen_sink::KitchenSink;
+use switchblade_test_harness::lying_reflection::lying_reflection;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
@@ -50,6 +53,8 @@ enum Reflection {
     Off,
     /// Both versions, answering garbage.
     Garbage,
+    /// Both versions, answering each question with fake files beside the true answer.
+    Lying,
 }
 
 impl std::str::FromStr for Reflection {
@@ -62,13 +67,16 @@ impl std::str::FromStr for Reflection {
             "v1alpha" => Ok(Reflection::V1Alpha),
             "off" => Ok(Reflection::Off),
             "garbage" => Ok(Reflection::Garbage),
-            other => Err(format!("--reflection {other}: write both, v1, v1alpha, off or garbage")),
+            "lying" => Ok(Reflection::Lying),
+            other => Err(format!(
+                "--reflection {other}: write both, v1, v1alpha, off, garbage or lying"
+            )),
         }
     }
 }
 
 const USAGE: &str =
-    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage] [--api full|small|big|no-validate]";
+    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage|lying] [--api full|small|big|no-validate]";
 
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
@@ -112,11 +120,20 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let v1 = [Reflection::Both, Reflection::V1].contains(&options.reflection);
     let v1alpha = [Reflection::Both, Reflection::V1Alpha].contains(&options.reflection);
     let garbage = options.reflection == Reflection::Garbage;
+    let (lying_v1, lying_v1alpha) = match options.reflection {
+        Reflection::Lying => {
+            let (v1, v1alpha) = lying_reflection(described)?;
+            (Some(v1), Some(v1alpha))
+        }
+        _ => (None, None),
+    };
     let grpc_server = tonic::transport::Server::builder()
         .add_optional_service(v1.then(|| reflection().build_v1()).transpose()?)
         .add_optional_service(v1alpha.then(|| reflection().build_v1alpha()).transpose()?)
         .add_optional_service(garbage.then_some(GarbageReflection::<false>))
         .add_optional_service(garbage.then_some(GarbageReflection::<true>))
+        .add_optional_service(lying_v1)
+        .add_optional_service(lying_v1alpha)
         .add_service(CatalogServiceServer::new(Catalog {
             control: control.clone(),
         }))

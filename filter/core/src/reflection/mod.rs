@@ -8,19 +8,26 @@
 //! [`Discovery::file`], which asks for the next round (imports not yet read) or says how the
 //! refresh ended. A refresh that fails, or whose answer does not build, keeps the last good
 //! server: the host swaps servers only on [`Refreshed::Changed`].
+//!
+//! A server is trusted with its own services only (see [`acceptance`]): of each answer, the
+//! files asked for and their imports are read, and no reflected file replaces one that the
+//! configuration or the filter supplies, or that another cluster gave first.
 
+use std::collections::btree_map::Entry;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::Duration;
 
 use prost_reflect::DescriptorPool;
 
+pub mod acceptance;
 mod protocol;
 
+use acceptance::{answering_files, Protected};
 use protocol::{read_answer, Heard, Question, Version};
 pub use protocol::{ReflectionAnswer, ReflectionCall};
 
 use crate::config::PluginConfig;
-use crate::descriptors::{embedded_pool, encode_set};
+use crate::descriptors::{embedded_pool, encode_set, same_but_for_source_info};
 use crate::fingerprint::fingerprint;
 use crate::observe::{Metric, Sample};
 use crate::server::Server;
@@ -32,12 +39,13 @@ const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The largest reflection answer a host reads: a thousand-method API's descriptors are a few
 /// hundred kilobytes.
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
-/// Imports that may be taken from the filter's own copies when a server's reflection lacks them.
+/// Files the filter has its own copies of, which it uses whatever a server's reflection holds.
 const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
-/// Switchblade's declaration of the buf.validate options, for servers that leave it out.
+/// Switchblade's declaration of the buf.validate options.
 const VALIDATE_PROTO: &str = "buf/validate/validate.proto";
 
-/// A file the filter takes from its own copies when a server does not serve it.
+/// A file the filter keeps its own copy of (the configuration's, or the embedded one): where
+/// it has one, no server's copy is used.
 fn is_well_known(name: &str) -> bool {
     name.starts_with(WELL_KNOWN_PREFIX) || name == VALIDATE_PROTO
 }
@@ -55,7 +63,7 @@ struct Target {
 #[derive(Debug)]
 pub enum Refreshed {
     /// The services' API differs from the last good one: serve this server from now on.
-    Changed(Box<Server>),
+    Changed { server: Box<Server>, declined: Declined },
     /// The same descriptors as the last good refresh.
     Unchanged,
     /// Nothing usable came; the last good server stays. Says why.
@@ -75,7 +83,7 @@ impl Refreshed {
     /// The `outcome` label of the refresh counter.
     pub fn label(&self) -> &'static str {
         match self {
-            Refreshed::Changed(_) => "changed",
+            Refreshed::Changed { .. } => "changed",
             Refreshed::Unchanged => "unchanged",
             Refreshed::Failed(_) => "failed",
         }
@@ -84,14 +92,42 @@ impl Refreshed {
     /// Logs how the refresh ended, for a host whose current server has `before` tools.
     pub fn log(&self, before: usize) {
         match self {
-            Refreshed::Changed(server) => log::info!(
-                "gRPC server reflection: serving {} tools (before: {before})",
-                server.catalog().tool_count()
-            ),
+            Refreshed::Changed { server, declined } => {
+                log::info!(
+                    "gRPC server reflection: serving {} tools (before: {before}){}",
+                    server.catalog().tool_count(),
+                    declined.unasked_note()
+                );
+                if !declined.replacements.is_empty() {
+                    log::warn!("gRPC server reflection: {}", declined.replacements.join("; "));
+                }
+            }
             Refreshed::Unchanged => {}
             Refreshed::Failed(why) => {
                 log::warn!("gRPC server reflection failed, keeping the last good catalog ({before} tools): {why}")
             }
+        }
+    }
+}
+
+/// What a refresh's answers held that it does not serve.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Declined {
+    /// Files beyond the ones asked for and their imports.
+    pub unasked: usize,
+    /// Files that would have replaced a different file of the same name (one the
+    /// configuration or the filter supplies, or another cluster gave first): which copy was
+    /// kept, in words.
+    pub replacements: Vec<String>,
+}
+
+impl Declined {
+    /// A few words for the refresh's log line, if any file was left out unasked.
+    fn unasked_note(&self) -> String {
+        match self.unasked {
+            0 => String::new(),
+            1 => "; ignored 1 file sent unasked".to_owned(),
+            count => format!("; ignored {count} files sent unasked"),
         }
     }
 }
@@ -117,6 +153,7 @@ struct Round {
     asked: HashSet<String>,
     problems: Vec<String>,
     rounds: usize,
+    declined: Declined,
 }
 
 /// One file a server's reflection gave.
@@ -133,11 +170,13 @@ struct ReflectedFile {
 #[derive(Debug)]
 pub struct Discovery {
     config: PluginConfig,
-    /// The configuration's own descriptors (its set, or the embedded one): services that are not
-    /// reflected, and the well-known files a server may leave out.
+    /// The configuration's own descriptors (its set, or the embedded one): the files of the
+    /// services that are not reflected, and the well-known files.
     configured: DescriptorPool,
-    /// The embedded set, for well-known files neither the server nor the configuration has.
+    /// The embedded set, for the well-known files the configuration does not have.
     embedded: Option<DescriptorPool>,
+    /// The names a reflected file may not take.
+    protected: Protected,
     targets: Vec<Target>,
     timeout: Duration,
     interval: Duration,
@@ -173,11 +212,13 @@ impl Discovery {
             "reading {} through gRPC server reflection; their tools are not known until it answers",
             services.join(", ")
         );
+        // Without a descriptor set the configured pool is the embedded one already.
+        let embedded = config.descriptor_set.as_ref().and_then(|_| embedded_pool().ok());
         Some(Discovery {
             config: config.clone(),
             configured: configured.clone(),
-            // Without a descriptor set the configured pool is the embedded one already.
-            embedded: config.descriptor_set.as_ref().and_then(|_| embedded_pool().ok()),
+            protected: Protected::of(config, configured, embedded.as_ref()),
+            embedded,
             targets,
             timeout: Duration::from_millis(config.reflection.timeout_ms),
             interval: Duration::from_millis(config.reflection.interval_ms),
@@ -252,12 +293,12 @@ impl Discovery {
             return Step::Wait;
         };
         let mut calls = Vec::new();
-        match self.read(answer, target, &mut round) {
+        match self.read(answer, target, &questions, &mut round) {
             Ok(()) => {}
             Err(Retry::V1Alpha) => calls.push(self.call(&mut round, target, questions)),
             Err(Retry::No(problem)) => {
-                let cluster = self.targets.get(target).map_or("", |target| target.cluster.as_str());
-                round.problems.push(format!("cluster {cluster}: {problem}"));
+                let problem = format!("cluster {}: {problem}", self.cluster(target));
+                round.problems.push(problem);
             }
         }
         if round.out.is_empty() && calls.is_empty() && round.problems.is_empty() {
@@ -283,8 +324,14 @@ impl Discovery {
         Step::Done(refreshed)
     }
 
-    /// Reads one call's answer into the round.
-    fn read(&mut self, answer: ReflectionAnswer<'_>, target: usize, round: &mut Round) -> Result<(), Retry> {
+    /// Reads one call's answer to `questions` into the round.
+    fn read(
+        &mut self,
+        answer: ReflectionAnswer<'_>,
+        target: usize,
+        questions: &[Question],
+        round: &mut Round,
+    ) -> Result<(), Retry> {
         match read_answer(answer).map_err(Retry::No)? {
             Heard::Unimplemented => {
                 let Some(target) = self.targets.get_mut(target) else {
@@ -301,13 +348,34 @@ impl Discovery {
                 ))
             }
             Heard::Files(files) => {
-                for file in files {
-                    round.asked.insert(file.name.clone());
-                    round.files.entry(file.name).or_insert(ReflectedFile {
-                        bytes: file.bytes,
-                        imports: file.imports,
-                        target,
-                    });
+                let asked: Vec<_> = questions.iter().map(Question::asked).collect();
+                let protos: Vec<_> = files.iter().map(|file| &file.proto).collect();
+                let answering =
+                    answering_files(&asked, &protos, |name| self.protected.contains(name)).map_err(Retry::No)?;
+                round.declined.unasked += files.len() - answering.len();
+                let mut answering = answering.into_iter().peekable();
+                for (index, file) in files.into_iter().enumerate() {
+                    if answering.next_if_eq(&index).is_none() {
+                        continue;
+                    }
+                    let name = file.proto.name().to_owned();
+                    round.asked.insert(name.clone());
+                    match round.files.entry(name) {
+                        Entry::Vacant(entry) => {
+                            entry.insert(ReflectedFile {
+                                bytes: file.bytes,
+                                imports: file.proto.dependency,
+                                target,
+                            });
+                        }
+                        // A file already read stays, from whichever cluster gave it first.
+                        Entry::Occupied(kept) if !same_but_for_source_info(&kept.get().bytes, &file.bytes) => {
+                            let whose = format!("cluster {}'s", self.cluster(kept.get().target));
+                            let kept = replacement(&whose, kept.key(), self.cluster(target));
+                            round.declined.replacements.push(kept);
+                        }
+                        Entry::Occupied(_) => {}
+                    }
                 }
                 Ok(())
             }
@@ -318,9 +386,11 @@ impl Discovery {
     fn next_round(&mut self, round: &mut Round) -> Vec<ReflectionCall> {
         let mut wanted: BTreeMap<usize, Vec<Question>> = BTreeMap::new();
         let mut missing_anywhere = Vec::new();
-        for (name, file) in &round.files {
+        // The imports of a protected file are not followed: its local copy is used.
+        let followed = round.files.iter().filter(|(name, _)| !self.protected.contains(name));
+        for (name, file) in followed {
             for import in &file.imports {
-                if round.files.contains_key(import) || self.well_known(import).is_some() {
+                if round.files.contains_key(import) || self.protected.contains(import) {
                     continue;
                 }
                 if round.asked.contains(import) {
@@ -362,12 +432,8 @@ impl Discovery {
             .collect()
     }
 
-    /// A well-known file the filter has its own copy of.
-    fn well_known(&self, name: &str) -> Option<()> {
-        let local = |pool: &DescriptorPool| pool.get_file_by_name(name).map(|_| ());
-        is_well_known(name)
-            .then(|| local(&self.configured).or_else(|| self.embedded.as_ref().and_then(local)))
-            .flatten()
+    fn cluster(&self, target: usize) -> &str {
+        self.targets.get(target).map_or("", |target| target.cluster.as_str())
     }
 
     fn finish(&mut self, round: Round) -> Refreshed {
@@ -379,43 +445,80 @@ impl Discovery {
         if self.last_good == Some(digest) {
             return Refreshed::Unchanged;
         }
+        let mut declined = round.declined;
         let server = self
-            .merged_pool(&round.files)
+            .merged_pool(&round.files, &mut declined.replacements)
             .and_then(|pool| Server::build(&self.config, &pool, true).map_err(|error| error.0));
         match server {
             Ok(server) => {
                 self.last_good = Some(digest);
-                Refreshed::Changed(Box::new(server))
+                Refreshed::Changed {
+                    server: Box::new(server),
+                    declined,
+                }
             }
-            Err(problem) => Refreshed::Failed(format!("the reflected descriptors do not make a catalog: {problem}")),
+            Err(problem) => {
+                let kept = declined.replacements.iter().map(|kept| format!("; {kept}"));
+                Refreshed::Failed(format!(
+                    "the reflected descriptors do not make a catalog: {problem}{}",
+                    kept.collect::<String>()
+                ))
+            }
         }
     }
 
-    /// The reflected files, and the local ones reflection did not replace: the configuration's
-    /// own, and the well-known files the server left out. Encoded, so that custom options stay.
-    fn merged_pool(&self, reflected: &BTreeMap<String, ReflectedFile>) -> Result<DescriptorPool, String> {
+    /// The reflected files whose names are not protected, and the protected local files (the
+    /// configuration's, and the filter's well-known ones it lacks). A reflected file that
+    /// differs from the protected one of its name is noted in `replacements`. Encoded, so that
+    /// custom options stay.
+    fn merged_pool(
+        &self,
+        reflected: &BTreeMap<String, ReflectedFile>,
+        replacements: &mut Vec<String>,
+    ) -> Result<DescriptorPool, String> {
         let well_known = self
             .embedded
             .iter()
             .flat_map(DescriptorPool::files)
             .filter(|file| is_well_known(file.name()));
-        let mut seen: HashSet<String> = reflected.keys().cloned().collect();
-        let local: Vec<Vec<u8>> = self
+        let mut seen = HashSet::new();
+        let local: BTreeMap<String, (Vec<u8>, &str)> = self
             .configured
             .files()
-            .chain(well_known)
-            .filter(|file| seen.insert(file.name().to_owned()))
-            .map(|file| file.encode_to_vec())
+            .map(|file| (file, self.configured_source()))
+            .chain(well_known.map(|file| (file, "the filter's built-in")))
+            .filter(|(file, _)| self.protected.contains(file.name()) && seen.insert(file.name().to_owned()))
+            .map(|(file, whose)| (file.name().to_owned(), (file.encode_to_vec(), whose)))
             .collect();
-        let files = reflected
-            .values()
-            .map(|file| file.bytes.as_slice())
-            .chain(local.iter().map(Vec::as_slice));
+        let mut files: Vec<&[u8]> = local.values().map(|(bytes, _)| bytes.as_slice()).collect();
+        for (name, file) in reflected {
+            match local.get(name) {
+                None => files.push(&file.bytes),
+                Some((kept, whose)) if !same_but_for_source_info(kept, &file.bytes) => {
+                    replacements.push(replacement(whose, name, self.cluster(file.target)));
+                }
+                Some(_) => {}
+            }
+        }
         let mut pool = DescriptorPool::new();
         pool.decode_file_descriptor_set(encode_set(files).as_slice())
             .map_err(|error| error.to_string())?;
         Ok(pool)
     }
+
+    /// Whose the configured files are, in a note.
+    fn configured_source(&self) -> &'static str {
+        if self.config.descriptor_set.is_some() {
+            "the configured"
+        } else {
+            "the filter's built-in"
+        }
+    }
+}
+
+/// A note on a reflected file left out for `whose` file of the same name.
+fn replacement(whose: &str, name: &str, cluster: &str) -> String {
+    format!("kept {whose} `{name}`, not cluster {cluster}'s different copy")
 }
 
 /// Why a call's answer is not read.

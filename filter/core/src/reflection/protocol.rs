@@ -7,6 +7,7 @@ use std::time::Duration;
 use prost::Message;
 use prost_types::FileDescriptorProto;
 
+use super::acceptance::Asked;
 use crate::descriptors::keep_only_comments;
 use crate::grpc_status::{readable_message, status_name, UNIMPLEMENTED};
 use crate::http::HeaderPair;
@@ -43,6 +44,16 @@ pub(super) enum Question {
     FileByFilename(String),
     #[prost(string, tag = "4")]
     FileContainingSymbol(String),
+}
+
+impl Question {
+    /// The question, as its answer is read against it.
+    pub(super) fn asked(&self) -> Asked<'_> {
+        match self {
+            Question::FileByFilename(name) => Asked::File(name),
+            Question::FileContainingSymbol(symbol) => Asked::Symbol(symbol),
+        }
+    }
 }
 
 /// `grpc.reflection.v1.ServerReflectionResponse`, the answers read here (others are skipped).
@@ -144,11 +155,11 @@ pub enum ReflectionAnswer<'a> {
     Failed(&'a str),
 }
 
-/// One file of an answer: its name and imports, and its bytes as the server encoded them
-/// (custom options kept), with only the comments of its source info.
+/// One file of an answer: decoded, for its name, imports and declarations (without its source
+/// info), and its bytes as the server encoded them (custom options kept), with only the
+/// comments of its source info.
 pub(super) struct AnsweredFile {
-    pub(super) name: String,
-    pub(super) imports: Vec<String>,
+    pub(super) proto: FileDescriptorProto,
     pub(super) bytes: Vec<u8>,
 }
 
@@ -200,15 +211,16 @@ pub(super) fn read_answer(answer: ReflectionAnswer<'_>) -> Result<Heard, String>
 }
 
 fn answered_file(bytes: &[u8]) -> Result<AnsweredFile, String> {
-    // Decoded for its name and imports; kept as it came, for its options.
-    let file = FileDescriptorProto::decode(bytes).map_err(|error| format!("a garbled file descriptor: {error}"))?;
-    if file.name().is_empty() {
+    // Decoded for its name, imports and declarations; kept as it came, for its options.
+    let mut proto =
+        FileDescriptorProto::decode(bytes).map_err(|error| format!("a garbled file descriptor: {error}"))?;
+    if proto.name().is_empty() {
         return Err("a file descriptor without a name".into());
     }
+    proto.source_code_info = None;
     Ok(AnsweredFile {
-        name: file.name().to_owned(),
+        proto,
         bytes: keep_only_comments(bytes).map_err(|error| format!("a garbled file descriptor: {error}"))?,
-        imports: file.dependency,
     })
 }
 

@@ -1,3 +1,4 @@
+use super::acceptance::Asked;
 use super::protocol::{Answer, ErrorResponse, FileDescriptorResponse, ReflectionRequest, ReflectionResponse};
 use super::*;
 use crate::http::HeaderPair;
@@ -117,7 +118,7 @@ fn refresh(discovery: &mut Discovery, pool: &DescriptorPool, behaviour: Behaviou
 
 fn changed(refreshed: Refreshed) -> Server {
     match refreshed {
-        Refreshed::Changed(server) => *server,
+        Refreshed::Changed { server, .. } => *server,
         Refreshed::Failed(why) => panic!("expected a new server, got a failure: {why}"),
         Refreshed::Unchanged => panic!("expected a new server, got none"),
     }
@@ -402,5 +403,449 @@ fn the_list_ttl_is_no_longer_than_the_reflection_interval() {
     assert!(
         error.starts_with("at `reflection.interval_ms`: 10 is below 1000"),
         "{error}"
+    );
+}
+
+// What a server's reflection is trusted with (see `acceptance`).
+
+const TIMESTAMP: &str = "google/protobuf/timestamp.proto";
+const VALIDATE: &str = "buf/validate/validate.proto";
+const USERS_FILE: &str = "demo/users/v1/users.proto";
+const CATALOG_FILE: &str = "demo/catalog/v1/catalog.proto";
+
+/// Runs one refresh whose every question `answer` answers with the files it gives for the call.
+fn refresh_answering(discovery: &mut Discovery, answer: impl Fn(&ReflectionCall) -> Vec<Vec<u8>>) -> Refreshed {
+    let mut calls = discovery.start(Duration::ZERO);
+    loop {
+        let call = calls.remove(0);
+        let mut body = Vec::new();
+        for _ in unframe_all(call.http_body()).unwrap() {
+            let files = FileDescriptorResponse {
+                file_descriptor_proto: answer(&call),
+            };
+            let response = ReflectionResponse {
+                answer: Some(Answer::Files(files)),
+            };
+            body.extend(grpc_frame(&response.encode_to_vec()));
+        }
+        let headers: [(&str, &[u8]); 1] = [(":status", b"200")];
+        let answer = ReflectionAnswer::Http {
+            headers: &headers,
+            body: &body,
+            trailers: &OK_TRAILERS,
+        };
+        match discovery.file(call.id, answer, Duration::ZERO) {
+            Step::Call(more) => calls.extend(more),
+            Step::Wait => {}
+            Step::Done(refreshed) => return refreshed,
+        }
+    }
+}
+
+fn changed_with(refreshed: Refreshed) -> (Server, Declined) {
+    match refreshed {
+        Refreshed::Changed { server, declined } => (*server, declined),
+        Refreshed::Failed(why) => panic!("expected a new server, got a failure: {why}"),
+        Refreshed::Unchanged => panic!("expected a new server, got none"),
+    }
+}
+
+/// A file of the embedded set, decoded to be changed (none of these has custom options).
+fn embedded_file(name: &str) -> FileDescriptorProto {
+    embedded_pool()
+        .unwrap()
+        .get_file_by_name(name)
+        .unwrap()
+        .file_descriptor_proto()
+        .clone()
+}
+
+/// The embedded file, encoded as a server sends it.
+fn served(name: &str) -> Vec<u8> {
+    embedded_pool().unwrap().get_file_by_name(name).unwrap().encode_to_vec()
+}
+
+/// `google/protobuf/timestamp.proto` with the numbers of `seconds` and `nanos` swapped.
+fn lying_timestamp() -> Vec<u8> {
+    let mut file = embedded_file(TIMESTAMP);
+    for field in &mut file.message_type[0].field {
+        field.number = Some(3 - field.number());
+    }
+    file.encode_to_vec()
+}
+
+/// `demo/users/v1/users.proto` whose GetUser takes a name instead of an id.
+fn lying_users() -> Vec<u8> {
+    let mut file = embedded_file(USERS_FILE);
+    let request = file
+        .message_type
+        .iter_mut()
+        .find(|message| message.name() == "GetUserRequest")
+        .unwrap();
+    request.field[0].name = Some("user_name".into());
+    request.field[0].json_name = Some("userName".into());
+    request.field[0].r#type = Some(prost_types::field_descriptor_proto::Type::String.into());
+    file.encode_to_vec()
+}
+
+/// `buf/validate/validate.proto` whose `field` option has another number (every field rule
+/// would vanish).
+fn lying_validate() -> Vec<u8> {
+    let mut file = embedded_file(VALIDATE);
+    for extension in &mut file.extension {
+        extension.number = Some(extension.number() + 1000);
+    }
+    file.encode_to_vec()
+}
+
+/// The catalog file with one more method, `Count`, importing `more` besides its own imports.
+fn catalog_importing(more: &[&str]) -> Vec<u8> {
+    let mut file = embedded_file(CATALOG_FILE);
+    file.dependency.extend(more.iter().map(|name| (*name).to_owned()));
+    let mut count = file.service[0].method[1].clone();
+    count.name = Some("Count".into());
+    file.service[0].method.push(count);
+    file.encode_to_vec()
+}
+
+fn file_named(server: &Server, name: &str) -> Vec<u8> {
+    let tool = server.catalog().tools().next().unwrap();
+    tool.method
+        .parent_pool()
+        .get_file_by_name(name)
+        .unwrap()
+        .encode_to_vec()
+}
+
+fn definition(server: &Server, tool: &str) -> Value {
+    server.catalog().get(tool).unwrap().definition.clone()
+}
+
+#[test]
+fn files_nobody_asked_for_are_ignored_and_counted() {
+    let config = config("");
+    let before = Server::new(&config, &embedded_pool().unwrap()).unwrap();
+    let mut discovery = discovery(&config);
+    // A file redeclaring the asked service would break the pool if it were read.
+    let mut shadow = embedded_file(CATALOG_FILE);
+    shadow.name = Some("demo/catalog/v1/shadow.proto".into());
+    let refreshed = refresh_answering(&mut discovery, |_| {
+        vec![
+            served(CATALOG_FILE),
+            served(TIMESTAMP),
+            lying_users(),
+            lying_timestamp(),
+            shadow.encode_to_vec(),
+        ]
+    });
+    let (server, declined) = changed_with(refreshed);
+    assert_eq!(
+        declined,
+        Declined {
+            unasked: 3,
+            replacements: Vec::new()
+        }
+    );
+    assert_eq!(
+        tool_names(&server),
+        ["CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
+    );
+    assert_eq!(
+        definition(&server, "UserService_GetUser"),
+        definition(&before, "UserService_GetUser")
+    );
+    assert_eq!(file_named(&server, TIMESTAMP), served(TIMESTAMP));
+}
+
+#[test]
+fn the_answering_file_and_its_imports_within_the_answer_are_taken_at_once() {
+    // The kitchen sink's own imports come in its answer: one round, custom options kept.
+    let config = PluginConfig::parse(
+        br#"{"services": {"test.kitchensink.v1.KitchenSinkService": {"cluster": "sink", "from_reflection": true}}}"#,
+    )
+    .unwrap();
+    let mut discovery = discovery(&config);
+    let (refreshed, paths) = refresh(&mut discovery, &embedded_pool().unwrap(), Behaviour::WithImports);
+    let (server, declined) = changed_with(refreshed);
+    assert_eq!(paths.len(), 1);
+    // Identical copies of the well-known files it imports are nothing to say.
+    assert_eq!(declined, Declined::default());
+    let echo = server.catalog().get("KitchenSinkService_Echo").unwrap();
+    assert_eq!(echo.definition["inputSchema"]["required"], json!(["must"]));
+}
+
+#[test]
+fn which_files_of_an_answer_are_read() {
+    let file = |name: &str, package: &str, imports: &[&str], service: Option<&str>| FileDescriptorProto {
+        name: Some(name.into()),
+        package: Some(package.into()),
+        dependency: imports.iter().map(|import| (*import).to_owned()).collect(),
+        service: service
+            .map(|service| ServiceDescriptorProto {
+                name: Some(service.into()),
+                ..ServiceDescriptorProto::default()
+            })
+            .into_iter()
+            .collect(),
+        ..FileDescriptorProto::default()
+    };
+    let files = [
+        file("x.proto", "other", &[], Some("S")),
+        file("a.proto", "p", &["b.proto", "gone.proto"], Some("S")),
+        // An import cycle ends.
+        file("b.proto", "p", &["a.proto", "c.proto", "kept.proto"], None),
+        file("c.proto", "p", &[], None),
+        // A second file of a name already there is left out.
+        file("b.proto", "p", &[], None),
+        // Reached, but its imports are not followed: its local copy is used.
+        file("kept.proto", "p", &["d.proto"], None),
+        file("d.proto", "p", &[], None),
+        file("unasked.proto", "p", &[], None),
+    ];
+    let files: Vec<&FileDescriptorProto> = files.iter().collect();
+    let kept_local = |name: &str| name == "kept.proto";
+    let read = |asked: &[Asked<'_>]| acceptance::answering_files(asked, &files, kept_local);
+    assert_eq!(read(&[Asked::Symbol("p.S")]), Ok(vec![1, 2, 3, 5]));
+    assert_eq!(read(&[Asked::File("c.proto")]), Ok(vec![3]));
+    assert_eq!(
+        read(&[Asked::File("d.proto"), Asked::Symbol("other.S")]),
+        Ok(vec![0, 6])
+    );
+    assert_eq!(
+        read(&[Asked::Symbol("p.T")]),
+        Err("the answer to a request for p.T holds no file that declares it".into())
+    );
+    assert_eq!(
+        read(&[Asked::File("gone.proto")]),
+        Err("the answer to a request for `gone.proto` does not hold that file".into())
+    );
+    // A symbol of another package with the same local name is not the one asked for.
+    assert_eq!(
+        read(&[Asked::Symbol("q.S")]),
+        Err("the answer to a request for q.S holds no file that declares it".into())
+    );
+}
+
+#[test]
+fn a_reflected_file_never_replaces_a_protected_one() {
+    let config = config("");
+    let before = Server::new(&config, &embedded_pool().unwrap()).unwrap();
+    let mut discovery = discovery(&config);
+    // The asked file imports the lies, so they are read: the names protect the local copies.
+    let refreshed = refresh_answering(&mut discovery, |_| {
+        vec![
+            catalog_importing(&[USERS_FILE, VALIDATE]),
+            lying_timestamp(),
+            lying_users(),
+            lying_validate(),
+        ]
+    });
+    let (server, declined) = changed_with(refreshed);
+    let kept = |name: &str| format!("kept the filter's built-in `{name}`, not cluster catalog's different copy");
+    assert_eq!(
+        declined,
+        Declined {
+            unasked: 0,
+            replacements: vec![kept(VALIDATE), kept(USERS_FILE), kept(TIMESTAMP)],
+        }
+    );
+    for name in [TIMESTAMP, USERS_FILE, VALIDATE] {
+        assert_eq!(file_named(&server, name), served(name), "{name}");
+    }
+    assert_eq!(
+        definition(&server, "UserService_GetUser"),
+        definition(&before, "UserService_GetUser")
+    );
+    // The reflected service's own file is the server's: the configured one is superseded.
+    assert!(server.catalog().get("CatalogService_Count").is_some());
+    // The same lies again are no change, and so are not logged again.
+    let refreshed = refresh_answering(&mut discovery, |_| {
+        vec![
+            catalog_importing(&[USERS_FILE, VALIDATE]),
+            lying_timestamp(),
+            lying_users(),
+            lying_validate(),
+        ]
+    });
+    assert!(matches!(refreshed, Refreshed::Unchanged));
+}
+
+#[test]
+fn a_copy_that_differs_only_in_comments_is_nothing_to_say() {
+    let config = config("");
+    let mut discovery = discovery(&config);
+    let mut timestamp = embedded_file(TIMESTAMP);
+    timestamp.source_code_info = Some(prost_types::SourceCodeInfo {
+        location: vec![prost_types::source_code_info::Location {
+            path: vec![4, 0],
+            leading_comments: Some(" Another server's words.\n".into()),
+            ..Default::default()
+        }],
+    });
+    let refreshed = refresh_answering(&mut discovery, |_| {
+        vec![served(CATALOG_FILE), timestamp.encode_to_vec()]
+    });
+    let (server, declined) = changed_with(refreshed);
+    assert_eq!(declined, Declined::default());
+    assert_eq!(file_named(&server, TIMESTAMP), served(TIMESTAMP));
+}
+
+#[test]
+fn a_configured_descriptor_set_is_named_as_such() {
+    use base64::Engine;
+    let set = base64::engine::general_purpose::STANDARD.encode(crate::descriptors::EMBEDDED_DESCRIPTOR_SET);
+    let config = config(&format!(r#", "descriptor_set": "{set}""#));
+    let configured = crate::descriptors::configured_pool(config.descriptor_set.as_deref()).unwrap();
+    let mut discovery = Discovery::new(&config, &configured).unwrap();
+    let refreshed = refresh_answering(&mut discovery, |_| {
+        vec![catalog_importing(&[USERS_FILE]), served(TIMESTAMP), lying_users()]
+    });
+    let (_, declined) = changed_with(refreshed);
+    assert_eq!(
+        declined.replacements,
+        ["kept the configured `demo/users/v1/users.proto`, not cluster catalog's different copy"]
+    );
+}
+
+#[test]
+fn a_file_one_cluster_gave_is_not_replaced_by_another_clusters() {
+    let config = PluginConfig::parse(
+        br#"{"services": {
+            "one.v1.One": {"cluster": "first", "from_reflection": true},
+            "two.v1.Two": {"cluster": "second", "from_reflection": true}
+        }}"#,
+    )
+    .unwrap();
+    let message = |field: &str| DescriptorProto {
+        name: Some("Shared".into()),
+        field: vec![prost_types::FieldDescriptorProto {
+            name: Some(field.into()),
+            number: Some(1),
+            r#type: Some(prost_types::field_descriptor_proto::Type::String.into()),
+            label: Some(prost_types::field_descriptor_proto::Label::Optional.into()),
+            ..Default::default()
+        }],
+        ..DescriptorProto::default()
+    };
+    let shared = |field: &str| FileDescriptorProto {
+        name: Some("shared/v1/shared.proto".into()),
+        package: Some("shared.v1".into()),
+        message_type: vec![message(field)],
+        syntax: Some("proto3".into()),
+        ..FileDescriptorProto::default()
+    };
+    let service = |package: &str, name: &str| FileDescriptorProto {
+        name: Some(format!("{package}/{name}.proto")),
+        package: Some(format!("{package}.v1")),
+        dependency: vec!["shared/v1/shared.proto".into()],
+        service: vec![ServiceDescriptorProto {
+            name: Some(name.into()),
+            method: vec![MethodDescriptorProto {
+                name: Some("Get".into()),
+                input_type: Some(".shared.v1.Shared".into()),
+                output_type: Some(".shared.v1.Shared".into()),
+                ..MethodDescriptorProto::default()
+            }],
+            ..ServiceDescriptorProto::default()
+        }],
+        syntax: Some("proto3".into()),
+        ..FileDescriptorProto::default()
+    };
+    let mut discovery = discovery(&config);
+    let refreshed = refresh_answering(&mut discovery, |call| match call.cluster() {
+        "first" => vec![service("one", "One").encode_to_vec(), shared("mine").encode_to_vec()],
+        _ => vec![service("two", "Two").encode_to_vec(), shared("theirs").encode_to_vec()],
+    });
+    let (server, declined) = changed_with(refreshed);
+    assert_eq!(
+        declined.replacements,
+        ["kept cluster first's `shared/v1/shared.proto`, not cluster second's different copy"]
+    );
+    let schema = &definition(&server, "Two_Get")["inputSchema"]["properties"];
+    assert!(schema.get("mine").is_some(), "{schema}");
+}
+
+#[test]
+fn protected_names_are_what_the_configuration_serves_and_what_reflected_services_do_not_reach() {
+    let config = PluginConfig::parse(
+        br#"{"services": {
+            "demo.catalog.v1.CatalogService": {"cluster": "c", "from_reflection": true},
+            "test.kitchensink.v1.KitchenSinkService": {"cluster": "k", "from_reflection": true},
+            "demo.users.v1.UserService": {"cluster": "u"}
+        }}"#,
+    )
+    .unwrap();
+    let protected = Protected::of(&config, &embedded_pool().unwrap(), None);
+    for name in [
+        USERS_FILE,
+        TIMESTAMP,
+        VALIDATE,
+        "test/rules/v1/rules.proto",
+        "google/rpc/status.proto",
+    ] {
+        assert!(protected.contains(name), "{name}");
+    }
+    for name in [
+        CATALOG_FILE,
+        "test/kitchensink/v1/kitchen_sink.proto",
+        "test/kitchensink/v1/legacy.proto",
+        "google/api/field_behavior.proto",
+    ] {
+        assert!(!protected.contains(name), "{name}");
+    }
+    // A file that declares a reflected service and a configured one is the configuration's;
+    // so is what it imports, even if a reflected service's file imports it too.
+    let file = |name: &str, imports: &[&str], services: &[&str]| FileDescriptorProto {
+        name: Some(name.into()),
+        package: Some("p".into()),
+        dependency: imports.iter().map(|import| (*import).to_owned()).collect(),
+        service: services
+            .iter()
+            .map(|service| ServiceDescriptorProto {
+                name: Some((*service).into()),
+                ..ServiceDescriptorProto::default()
+            })
+            .collect(),
+        ..FileDescriptorProto::default()
+    };
+    let mut pool = DescriptorPool::new();
+    pool.add_file_descriptor_protos([
+        file("common.proto", &[], &[]),
+        file("only_reflected.proto", &[], &[]),
+        file("both.proto", &["common.proto"], &["Reflected", "Configured"]),
+        file("reflected.proto", &["common.proto", "only_reflected.proto"], &["Alone"]),
+    ])
+    .unwrap();
+    let config = PluginConfig::parse(
+        br#"{"services": {
+            "p.Reflected": {"cluster": "r", "from_reflection": true},
+            "p.Alone": {"cluster": "r", "from_reflection": true},
+            "p.Configured": {"cluster": "c"}
+        }}"#,
+    )
+    .unwrap();
+    let protected = Protected::of(&config, &pool, None);
+    assert!(protected.contains("both.proto") && protected.contains("common.proto"));
+    assert!(!protected.contains("reflected.proto") && !protected.contains("only_reflected.proto"));
+}
+
+#[test]
+fn an_answer_without_the_asked_service_fails_and_kept_copies_are_named_when_the_catalog_fails() {
+    let config = config("");
+    let mut discovery = discovery(&config);
+    let refreshed = refresh_answering(&mut discovery, |_| vec![served(USERS_FILE)]);
+    assert_eq!(
+        failure(refreshed),
+        "cluster catalog: the answer to a request for demo.catalog.v1.CatalogService holds no file that declares it"
+    );
+    let config = self::config(r#", "tools": {"demo.catalog.v1.CatalogService/Delete": {"name": "delete"}}"#);
+    let mut discovery = self::discovery(&config);
+    let refreshed = refresh_answering(&mut discovery, |_| vec![served(CATALOG_FILE), lying_timestamp()]);
+    let why = failure(refreshed);
+    assert!(
+        why.ends_with(
+            "; kept the filter's built-in `google/protobuf/timestamp.proto`, not cluster catalog's different copy"
+        ),
+        "{why}"
     );
 }
