@@ -13,7 +13,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::http::McpHeaders;
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
-use switchblade_core::upstream::CallPart;
+use switchblade_core::grpc::call_end::CallPart;
 
 /// The bounds each server runs with: calls in flight, the batch's reply, the batch's size.
 const BOUNDS: [(usize, usize, usize); 4] = [(1, 300, 4), (2, 2_000, 16), (4, 1 << 20, 64), (8, 1 << 20, 64)];

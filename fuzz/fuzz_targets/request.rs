@@ -9,7 +9,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::http::McpHeaders;
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
-use switchblade_core::upstream::{CallEnd, GrpcReply};
+use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
 
 thread_local! {
     // The filter is single-threaded (it shares with Rc), and so is each fuzzing thread.

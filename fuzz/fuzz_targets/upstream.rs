@@ -11,7 +11,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use switchblade_core::observe::Observations;
 use switchblade_core::server::Outcome;
-use switchblade_core::upstream::call_end;
+use switchblade_core::grpc::call_end::call_end;
 
 fuzz_target!(|data: &[u8]| {
     let first = data.first().copied().unwrap_or_default();

@@ -20,9 +20,9 @@ use switchblade_core::http::McpHeaders;
 use switchblade_core::proto_json::gate::Gate;
 
 use switchblade_core::access::Caller;
+use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{CallEnd, GrpcReply};
 
 const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
 const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;

@@ -11,11 +11,11 @@ use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
 use crate::docs::Docs;
+use crate::grpc;
 use crate::proto_json::gate::Gate;
 use crate::proto_json::rules::unenforced_rules;
 use crate::proto_json::schema::message_schema;
 use crate::proto_json::Direction;
-use crate::upstream::grpc_timeout;
 use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
@@ -301,7 +301,7 @@ fn build_tool(
         cluster: config.cluster.clone(),
         timeout: Duration::from_millis(timeout_ms),
         grpc_path: format!("/{selector}"),
-        grpc_timeout: grpc_timeout(Duration::from_millis(timeout_ms)),
+        grpc_timeout: grpc::timeout(Duration::from_millis(timeout_ms)),
         metadata: config
             .metadata
             .iter()

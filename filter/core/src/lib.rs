@@ -17,6 +17,7 @@ pub mod catalog;
 pub mod config;
 pub mod descriptors;
 pub mod docs;
+pub mod grpc;
 pub mod http;
 pub mod observe;
 pub mod proto_json;
@@ -26,9 +27,7 @@ pub mod upstream;
 
 mod eras;
 mod fingerprint;
-mod grpc_status;
 mod jsonrpc;
-mod status_details;
 mod tools_list;
 mod unique_keys;
 mod wrapped_root;

@@ -14,10 +14,11 @@ use std::time::Instant;
 
 use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::grpc::call_end::{CallEnd, CallPart};
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::{Observations, LOG_NAMESPACE};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::{CallEnd, CallPart, UpstreamCall, ROUTED_CALL_FILTER_STATE};
+use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
 use crate::clock::now;
 use crate::config::{Config, ServerRef};

@@ -16,7 +16,8 @@ use std::time::Duration;
 
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
-use crate::grpc_status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
+use crate::grpc::status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
+use crate::http::Refusal;
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
 /// `wasm.switchblade.<field>` (proxy-wasm prefixes the key), the module's `switchblade.<field>`.
@@ -58,64 +59,6 @@ impl CallOutcome {
             CallOutcome::InvalidArguments => "invalid_arguments",
             CallOutcome::Unavailable => "unavailable",
             CallOutcome::DeadlineExceeded => "deadline_exceeded",
-        }
-    }
-}
-
-/// Why a POST was refused before any JSON-RPC message was handled.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
-    MethodNotAllowed,
-    PayloadTooLarge,
-    HostNotAllowed,
-    OriginNotAllowed,
-    NotAcceptable,
-    UnsupportedMediaType,
-    /// Not JSON, nested too deep, or not JSON-RPC.
-    InvalidJson,
-    /// A key given twice outside tool arguments.
-    DuplicateKey,
-    /// An unsupported protocol version, or a header and body that disagree about it.
-    ProtocolVersion,
-    /// A batch where the protocol version has none, or an empty one.
-    Batch,
-    /// Authorization is configured and no verified token reached the filter.
-    Unauthenticated,
-    /// The request carries the header the module routes tool calls by, which only the
-    /// module may set.
-    RoutingHeader,
-}
-
-impl Refusal {
-    pub const ALL: [Refusal; 12] = [
-        Refusal::MethodNotAllowed,
-        Refusal::PayloadTooLarge,
-        Refusal::HostNotAllowed,
-        Refusal::OriginNotAllowed,
-        Refusal::NotAcceptable,
-        Refusal::UnsupportedMediaType,
-        Refusal::InvalidJson,
-        Refusal::DuplicateKey,
-        Refusal::ProtocolVersion,
-        Refusal::Batch,
-        Refusal::Unauthenticated,
-        Refusal::RoutingHeader,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            Refusal::MethodNotAllowed => "method_not_allowed",
-            Refusal::PayloadTooLarge => "payload_too_large",
-            Refusal::HostNotAllowed => "host_not_allowed",
-            Refusal::OriginNotAllowed => "origin_not_allowed",
-            Refusal::NotAcceptable => "not_acceptable",
-            Refusal::UnsupportedMediaType => "unsupported_media_type",
-            Refusal::InvalidJson => "invalid_json",
-            Refusal::DuplicateKey => "duplicate_key",
-            Refusal::ProtocolVersion => "protocol_version",
-            Refusal::Batch => "batch",
-            Refusal::Unauthenticated => "unauthenticated",
-            Refusal::RoutingHeader => "routing_header",
         }
     }
 }

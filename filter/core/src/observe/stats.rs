@@ -2,9 +2,10 @@
 //! with its labels written in (for hosts whose stats have none), the tag-extraction rules that
 //! read them back, and the label sets a host can define when the configuration loads.
 
-use super::{CallOutcome, Refusal, COUNTED_METHODS};
+use super::{CallOutcome, COUNTED_METHODS};
 use crate::eras::{LEGACY_VERSIONS, MODERN_VERSION};
-use crate::grpc_status::{status_name, OK};
+use crate::grpc::status::{status_name, OK};
+use crate::http::Refusal;
 
 /// The first segment of every stat name: Envoy shows it as the metric name's prefix.
 pub const STAT_PREFIX: &str = "switchblade";

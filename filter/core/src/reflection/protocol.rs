@@ -9,9 +9,11 @@ use prost_types::FileDescriptorProto;
 
 use super::acceptance::Asked;
 use crate::descriptors::keep_only_comments;
-use crate::grpc_status::{readable_message, status_name, UNIMPLEMENTED};
+use crate::grpc;
+use crate::grpc::call_end::{answer, CallEnd};
+use crate::grpc::frame::{grpc_frame, unframe_all};
+use crate::grpc::status::{readable_message, status_name, UNIMPLEMENTED};
 use crate::http::HeaderPair;
-use crate::upstream::{answer, grpc_frame, grpc_timeout, unframe_all, CallEnd};
 
 /// The reflection service, in its two published versions (the same messages).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,7 +114,7 @@ impl ReflectionCall {
             id,
             cluster,
             path: version.path(),
-            grpc_timeout: grpc_timeout(timeout),
+            grpc_timeout: grpc::timeout(timeout),
             timeout,
             body,
         }

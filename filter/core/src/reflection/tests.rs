@@ -1,11 +1,11 @@
 use super::acceptance::Asked;
 use super::protocol::{Answer, ErrorResponse, FileDescriptorResponse, ReflectionRequest, ReflectionResponse};
 use super::*;
+use crate::grpc::frame::{grpc_frame, unframe_all};
 use crate::http::HeaderPair;
 use crate::http::McpHeaders;
 use crate::observe::Observations;
 use crate::server::{McpRequest, Outcome};
-use crate::upstream::{grpc_frame, unframe_all};
 use prost::Message;
 use prost_reflect::FileDescriptor;
 use prost_types::{DescriptorProto, FileDescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};

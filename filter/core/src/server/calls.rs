@@ -7,9 +7,10 @@
 use std::time::Duration;
 
 use super::{Reply, Server};
+use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart};
 use crate::http::header_pairs;
 use crate::observe::Observations;
-use crate::upstream::{call_end, too_large, CallEnd, CallPart, UpstreamCall};
+use crate::upstream::UpstreamCall;
 
 /// What a host has read of an answer it heard whole: headers, body and trailers.
 pub type WholeAnswer = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);

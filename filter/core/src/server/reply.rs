@@ -10,9 +10,10 @@ use serde_json::Value;
 
 use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
+use crate::grpc::call_end::{CallPart, CallResponse};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
-use crate::upstream::{CallPart, CallResponse, UpstreamCall};
+use crate::upstream::UpstreamCall;
 
 /// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
 #[derive(Debug)]
@@ -83,7 +84,7 @@ impl Reply {
     /// The calls the host is to start now: those waiting, as long as fewer than
     /// `limits.max_calls_in_flight` are out (the rest wait until some end). Each is then
     /// [`started`](Self::started), or filed as
-    /// [`NotStarted`](crate::upstream::CallEnd::NotStarted).
+    /// [`NotStarted`](crate::grpc::call_end::CallEnd::NotStarted).
     pub fn take_calls_to_start(&mut self) -> Vec<UpstreamCall> {
         let room = self.max_in_flight.saturating_sub(self.out.len());
         let count = room.min(self.waiting.len());

@@ -1,10 +1,10 @@
 use super::*;
 use crate::access::Caller;
 use crate::eras::{CLIENT_CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
+use crate::grpc::call_end::{CallEnd, GrpcReply};
 use crate::jsonrpc::{HEADER_MISMATCH, PARSE_ERROR, UNSUPPORTED_PROTOCOL_VERSION};
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND};
 use crate::observe::Observations;
-use crate::upstream::{CallEnd, GrpcReply};
 use std::time::Duration;
 
 const CONFIG: &str = r#"{

@@ -10,12 +10,13 @@ use serde_json::{Map, Value};
 use super::tool_result::ToolResult;
 use super::{Handled, RequestContext, Server};
 use crate::catalog::Tool;
+use crate::grpc::frame::grpc_frame;
 use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::unique_keys::DuplicateKey;
-use crate::upstream::{grpc_frame, UpstreamCall};
+use crate::upstream::UpstreamCall;
 use crate::wrapped_root::unwrap_arguments;
 
 impl Server {

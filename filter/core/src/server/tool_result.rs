@@ -11,12 +11,14 @@ use super::reply::{Answer, Reply};
 use super::Server;
 use crate::catalog::Tool;
 use crate::eras::Era;
-use crate::grpc_status::{
+use crate::grpc::call_end::{CallEnd, GrpcReply};
+use crate::grpc::status;
+use crate::grpc::status::{
     readable_message, status_name, DEADLINE_EXCEEDED, INTERNAL, OK, RESOURCE_EXHAUSTED, UNAVAILABLE,
 };
 use crate::observe::Observations;
 use crate::proto_json::render::{render, write_string, RenderError};
-use crate::upstream::{grpc_status_of_http, CallEnd, GrpcReply, UpstreamCall};
+use crate::upstream::UpstreamCall;
 use crate::wrapped_root::wrap_content;
 
 impl Server {
@@ -62,7 +64,7 @@ impl Server {
                     message.push_str(": ");
                     message.push_str(said);
                 }
-                failure(tool, grpc_status_of_http(status), &message)
+                failure(tool, status::of_http(status), &message)
             }
         };
         observed.call_ended(tool, status, call.upstream_time(now));

@@ -7,7 +7,7 @@ use std::ffi::c_char;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr;
 
-use switchblade_core::upstream::CallPart;
+use switchblade_core::grpc::call_end::CallPart;
 
 use super::bindings::{
     copied_chunks, copied_headers, ConfigHost, ConfigStats, Deadlines, EnvoyBuffer, EnvoyHttpHeader,

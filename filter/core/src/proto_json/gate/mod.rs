@@ -16,6 +16,7 @@ use serde_json::{Map, Value};
 
 use super::form::{encode_key, scalar, Encoded};
 use super::rules::{check_exclusive, pool_rules, MessageRules, Place};
+use super::snake_case;
 use super::time::{parse_duration, parse_timestamp};
 use super::well_known::is_field_mask_shape;
 use super::wire::put_len;
@@ -24,7 +25,6 @@ pub(crate) use refusal::shown;
 pub use refusal::ArgumentError;
 use refusal::{refusal, refusal_with};
 pub use required::is_required;
-pub(crate) use well_known::snake_case;
 use well_known::{json_value, list_values, struct_fields};
 
 const ANY_TYPE_KEY: &str = "@type";

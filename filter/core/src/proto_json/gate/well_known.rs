@@ -56,17 +56,3 @@ pub(super) fn json_value(value: &Value, out: &mut Vec<u8>) {
         }
     }
 }
-
-/// A FieldMask path's JSON spelling (`price.amountMinor`) as proto names (`price.amount_minor`).
-pub(crate) fn snake_case(path: &str) -> String {
-    let mut name = String::with_capacity(path.len() + 4);
-    for character in path.chars() {
-        if character.is_ascii_uppercase() {
-            name.push('_');
-            name.push(character.to_ascii_lowercase());
-        } else {
-            name.push(character);
-        }
-    }
-    name
-}

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::Number;
 use crate::proto_json::form::base64_bytes;
-use crate::proto_json::gate::snake_case;
+use crate::proto_json::snake_case;
 use crate::proto_json::time::{parse_duration, parse_timestamp};
 use crate::proto_json::{Form, WellKnown};
 

@@ -5,7 +5,7 @@ use std::cell::RefCell;
 
 use super::*;
 use crate::eras::BATCH_VERSION;
-use crate::upstream::CallPart;
+use crate::grpc::call_end::CallPart;
 
 fn bounded(limits: &str) -> Server {
     let config = CONFIG.replacen('{', &format!(r#"{{"limits": {{{limits}}},"#), 1);

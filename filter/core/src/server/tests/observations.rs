@@ -2,8 +2,9 @@
 //! request, from the server that handled it.
 
 use super::*;
-use crate::grpc_status::status_name;
-use crate::observe::{CallOutcome, Metric, Refusal, Sample};
+use crate::grpc::status::status_name;
+use crate::http::Refusal;
+use crate::observe::{CallOutcome, Metric, Sample};
 
 fn tool_call(name: &str, arguments: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#)

@@ -1,4 +1,9 @@
 use super::*;
+use crate::grpc;
+use std::time::Duration;
+
+use crate::grpc::frame::grpc_frame;
+use crate::grpc::status::{of_http, UNAVAILABLE};
 
 const OK_HEADERS: &[HeaderPair<'static>] = &[(":status", b"200"), ("content-type", b"application/grpc")];
 
@@ -13,9 +18,9 @@ fn replied(end: CallEnd<'_>) -> GrpcReply<'_> {
 fn frames_and_timeouts_are_written_as_grpc_wants_them() {
     assert_eq!(grpc_frame(&[0x08, 7]), [0, 0, 0, 0, 2, 0x08, 7]);
     assert_eq!(grpc_frame(&[]), [0, 0, 0, 0, 0]);
-    assert_eq!(grpc_timeout(Duration::from_millis(1500)), "1500m");
-    assert_eq!(grpc_timeout(Duration::from_secs(10)), "10000m");
-    assert_eq!(grpc_timeout(Duration::from_secs(1_000_000)), "99999999m");
+    assert_eq!(grpc::timeout(Duration::from_millis(1500)), "1500m");
+    assert_eq!(grpc::timeout(Duration::from_secs(10)), "10000m");
+    assert_eq!(grpc::timeout(Duration::from_secs(1_000_000)), "99999999m");
 }
 
 #[test]
@@ -84,9 +89,9 @@ fn no_response_is_a_reset_and_an_http_error_maps_to_a_grpc_status() {
             body: b"no healthy upstream"
         }
     ));
-    assert_eq!(grpc_status_of_http(503), UNAVAILABLE);
-    assert_eq!(grpc_status_of_http(404), 12);
-    assert_eq!(grpc_status_of_http(418), 2);
+    assert_eq!(of_http(503), UNAVAILABLE);
+    assert_eq!(of_http(404), 12);
+    assert_eq!(of_http(418), 2);
     // Envoy's router past the route's timeout, for a request that was not gRPC when it came.
     assert!(matches!(
         call_end(&[(":status", b"504")], b"upstream request timeout", &[]),

@@ -29,12 +29,15 @@ pub fn status_name(code: u32) -> &'static str {
 }
 
 pub const OK: u32 = 0;
+pub const UNKNOWN: u32 = 2;
 pub const INVALID_ARGUMENT: u32 = 3;
 pub const DEADLINE_EXCEEDED: u32 = 4;
+pub const PERMISSION_DENIED: u32 = 7;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const UNIMPLEMENTED: u32 = 12;
 pub const INTERNAL: u32 = 13;
 pub const UNAVAILABLE: u32 = 14;
+pub const UNAUTHENTICATED: u32 = 16;
 
 /// The readable text of a `grpc-message` as Envoy hands it over: percent-decoded (the gRPC
 /// wire form) and without the `{response_code_details}` tag Envoy appends, such as
@@ -57,6 +60,19 @@ fn is_details_tag(tag: &str) -> bool {
                 .bytes()
                 .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
     })
+}
+
+/// The gRPC status of an HTTP status, as gRPC clients map them (grpc's
+/// doc/http-grpc-status-mapping.md).
+pub(crate) fn of_http(http: u32) -> u32 {
+    match http {
+        400 => INTERNAL,
+        401 => UNAUTHENTICATED,
+        403 => PERMISSION_DENIED,
+        404 => UNIMPLEMENTED,
+        429 | 502..=504 => UNAVAILABLE,
+        _ => UNKNOWN,
+    }
 }
 
 #[cfg(test)]

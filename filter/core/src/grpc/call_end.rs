@@ -1,0 +1,172 @@
+//! How a gRPC call over HTTP/2 ended, read from its response: headers, body and trailers as a
+//! host hears them (in parts, or whole), the gRPC status in the trailers or in the headers of a
+//! trailers-only answer, and the ways a call ends without one.
+
+use super::frame::{unframe, FRAME_PREFIX};
+use crate::grpc::status::UNAVAILABLE;
+use crate::http::{header_pairs, HeaderPair};
+
+/// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
+/// gRPC request).
+const ENVOY_TIMEOUT_MESSAGE: &[u8] = b"upstream request timeout";
+
+/// What an upstream answered.
+#[derive(Debug, Clone, Copy)]
+pub struct GrpcReply<'a> {
+    pub status: u32,
+    /// `grpc-message` as it came (percent-encoded, maybe not even UTF-8; decoded when shown).
+    pub message: Option<&'a [u8]>,
+    /// The response message, protobuf-encoded.
+    pub body: &'a [u8],
+    /// The `grpc-status-details-bin` trailer, if the upstream sent one.
+    pub details: Option<&'a [u8]>,
+}
+
+/// How a call ended.
+#[derive(Debug, Clone, Copy)]
+pub enum CallEnd<'a> {
+    Replied(GrpcReply<'a>),
+    /// The response was larger than `limits.max_response_bytes`; it is not read.
+    TooLarge {
+        size: usize,
+    },
+    /// The call's deadline passed without an answer.
+    DeadlinePassed,
+    /// The host could not even start the call (for example, no such cluster).
+    NotStarted {
+        reason: &'a str,
+    },
+    /// The connection failed or was reset before a whole response came.
+    Reset,
+    /// The response broke the gRPC protocol.
+    Malformed {
+        problem: &'static str,
+    },
+    /// An HTTP error instead of a gRPC answer (from a server that is not gRPC, or from Envoy
+    /// itself when the router cannot make the call), with its body.
+    HttpError {
+        status: u32,
+        body: &'a [u8],
+    },
+}
+
+/// What has come back on one call so far, as a host hears it: in parts (headers, then data,
+/// then trailers), or whole. Past the limit, the body's bytes are counted and dropped.
+#[derive(Debug, Default)]
+pub struct CallResponse {
+    headers: Vec<(String, Vec<u8>)>,
+    body: Vec<u8>,
+    /// The body's whole size, of which only what fits the limit is kept.
+    size: usize,
+    trailers: Vec<(String, Vec<u8>)>,
+}
+
+/// One part of a call's answer, as a host hears it.
+#[derive(Debug)]
+pub enum CallPart<'a> {
+    Headers(Vec<(String, Vec<u8>)>),
+    Data(&'a [u8]),
+    Trailers(Vec<(String, Vec<u8>)>),
+}
+
+impl CallResponse {
+    /// Adds a part; `limit` is `limits.max_response_bytes`.
+    pub fn add(&mut self, part: CallPart<'_>, limit: usize) {
+        match part {
+            CallPart::Headers(headers) => self.headers = headers,
+            CallPart::Data(data) => {
+                self.size = self.size.saturating_add(data.len());
+                if too_large(self.size, limit).is_none() {
+                    self.body.extend_from_slice(data);
+                }
+            }
+            CallPart::Trailers(trailers) => self.trailers = trailers,
+        }
+    }
+
+    /// How the call ended, once the host says it has (`reset`: without a whole answer).
+    pub fn end(&self, reset: bool, limit: usize) -> CallEnd<'_> {
+        if reset {
+            return CallEnd::Reset;
+        }
+        too_large(self.size, limit)
+            .unwrap_or_else(|| call_end(&header_pairs(&self.headers), &self.body, &header_pairs(&self.trailers)))
+    }
+
+    /// The headers heard so far.
+    pub fn headers(&self) -> &[(String, Vec<u8>)] {
+        &self.headers
+    }
+}
+
+/// The end to file instead of reading an answer whose body has `body_size` bytes, if its message
+/// is larger than `limit` (`limits.max_response_bytes`).
+pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
+    let size = body_size.saturating_sub(FRAME_PREFIX);
+    (size > limit).then_some(CallEnd::TooLarge { size })
+}
+
+/// How a call ended, from the HTTP response that carried it. The status and message are in
+/// the trailers, or in the headers of a trailers-only answer (which is also how Envoy answers
+/// for an upstream it could not reach, or one that outlived the timeout). No headers at all
+/// means the exchange broke before a response.
+pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[HeaderPair<'a>]) -> CallEnd<'a> {
+    match answer(headers, body, trailers) {
+        Err(end) => end,
+        Ok(reply) if reply.status != 0 => CallEnd::Replied(GrpcReply { body: &[], ..reply }),
+        Ok(reply) => match unframe(body) {
+            Ok(message) => CallEnd::Replied(GrpcReply { body: message, ..reply }),
+            Err(problem) => CallEnd::Malformed { problem },
+        },
+    }
+}
+
+/// The gRPC status, message and details of an HTTP response, with its body as it came (gRPC
+/// frames); or how the exchange ended without a gRPC status.
+pub(crate) fn answer<'a>(
+    headers: &[HeaderPair<'a>],
+    body: &'a [u8],
+    trailers: &[HeaderPair<'a>],
+) -> Result<GrpcReply<'a>, CallEnd<'a>> {
+    if headers.is_empty() {
+        return Err(CallEnd::Reset);
+    }
+    let value = |name: &str| {
+        let find = |pairs: &[HeaderPair<'a>]| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| *value);
+        find(trailers).or_else(|| find(headers))
+    };
+    let Some(status) = value("grpc-status") else {
+        return Err(match value(":status").and_then(parse_u32) {
+            Some(200) | None => CallEnd::Malformed {
+                problem: "the upstream's answer has no grpc-status",
+            },
+            // Envoy's router, past the route's timeout (its answer to a request that was not gRPC
+            // when it came in, as a routed call was not).
+            Some(504) if body.starts_with(ENVOY_TIMEOUT_MESSAGE) => CallEnd::DeadlinePassed,
+            Some(http) => CallEnd::HttpError { status: http, body },
+        });
+    };
+    let Some(status) = parse_u32(status) else {
+        return Err(CallEnd::Malformed {
+            problem: "the upstream's grpc-status is not a number",
+        });
+    };
+    let message = value("grpc-message");
+    if status == UNAVAILABLE && message == Some(ENVOY_TIMEOUT_MESSAGE) {
+        return Err(CallEnd::DeadlinePassed);
+    }
+    Ok(GrpcReply {
+        status,
+        message,
+        body,
+        details: value("grpc-status-details-bin"),
+    })
+}
+
+fn parse_u32(bytes: &[u8]) -> Option<u32> {
+    std::str::from_utf8(bytes).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+#[path = "call_end_tests.rs"]
+mod tests;

@@ -1,0 +1,131 @@
+//! The complete local replies the endpoint writes: JSON-RPC answers, and the HTTP refusals
+//! before any JSON-RPC id is known.
+
+use serde_json::Value;
+
+use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+
+/// A complete local reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: Vec<(&'static str, &'static str)>,
+    pub body: Vec<u8>,
+}
+
+const JSON: (&str, &str) = ("content-type", "application/json");
+
+impl HttpResponse {
+    pub fn json(status: u16, body: Vec<u8>) -> Self {
+        HttpResponse {
+            status,
+            headers: vec![JSON],
+            body,
+        }
+    }
+
+    pub fn rpc_error(status: u16, error: &RpcError) -> Self {
+        Self::json(status, jsonrpc::encode(&error.to_value()))
+    }
+
+    /// For notifications and client responses: accepted, nothing to say.
+    pub fn accepted() -> Self {
+        HttpResponse {
+            status: 202,
+            headers: Vec::new(),
+            body: Vec::new(),
+        }
+    }
+
+    pub fn method_not_allowed() -> Self {
+        let mut response = Self::refused(
+            405,
+            "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream, no sessions)",
+        );
+        response.headers.push(("allow", "POST"));
+        response
+    }
+
+    pub fn too_large(size: usize, limit: usize) -> Self {
+        Self::refused(
+            413,
+            &format!("Payload Too Large: the request has {size} bytes; the limit is {limit}"),
+        )
+    }
+
+    pub fn forbidden(message: &str) -> Self {
+        Self::refused(403, message)
+    }
+
+    /// A request that carries the header tool calls are routed by: refused on every path, as
+    /// JSON-RPC on the MCP path and as plain text elsewhere (a gRPC client reads a 403 as
+    /// PERMISSION_DENIED).
+    pub fn routing_header_refused(header: &str, on_mcp_path: bool) -> Self {
+        let message = format!(
+            "Forbidden: the {header} header is reserved: Switchblade sets it to route the tool calls it has checked, \
+             and refuses a request that carries it"
+        );
+        let mut response = if on_mcp_path {
+            Self::forbidden(&message)
+        } else {
+            HttpResponse {
+                status: 403,
+                headers: vec![("content-type", "text/plain")],
+                body: message.into_bytes(),
+            }
+        };
+        // Envoy answers a gRPC request's local reply as gRPC (trailers-only, the body as
+        // `grpc-message`), with this status: PERMISSION_DENIED.
+        response.headers.push(("grpc-status", "7"));
+        response
+    }
+
+    /// No verified token where authorization needs one (RFC 6750: a bearer token is the
+    /// way in).
+    pub fn unauthorized(message: &str) -> Self {
+        let mut response = Self::refused(401, message);
+        response.headers.push(("www-authenticate", "Bearer"));
+        response
+    }
+
+    pub fn not_acceptable() -> Self {
+        Self::refused(
+            406,
+            "Not Acceptable: this endpoint answers with application/json; include it in the Accept header",
+        )
+    }
+
+    /// The filter failed in a way it did not foresee: a JSON-RPC internal error (a host that
+    /// can catch a panic answers with this rather than leave the request hanging).
+    pub fn internal_error() -> Self {
+        Self::rpc_error(
+            500,
+            &RpcError::new(
+                &Value::Null,
+                INTERNAL_ERROR,
+                "Internal error: the filter failed on this request",
+            ),
+        )
+    }
+
+    pub fn unsupported_media_type() -> Self {
+        Self::refused(415, "Unsupported Media Type: Content-Type must be application/json")
+    }
+
+    /// An HTTP-level refusal, before any JSON-RPC id is known.
+    fn refused(status: u16, message: &str) -> Self {
+        Self::rpc_error(status, &RpcError::new(&Value::Null, INVALID_REQUEST, message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn method_not_allowed_says_what_is() {
+        let response = HttpResponse::method_not_allowed();
+        assert_eq!(response.status, 405);
+        assert!(response.headers.contains(&("allow", "POST")));
+    }
+}
