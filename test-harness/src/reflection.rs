@@ -1,6 +1,7 @@
 //! What the demo upstream's gRPC server reflection shows, for the tests of live discovery: the
 //! services as built (`full`), an older, smaller API (`small`: InventoryService with GetStock
-//! only), the full one plus a service of 1,000 methods (`big`), or the full one without
+//! only), the full one plus a service of 1,000 methods (`big`), the full one plus a service
+//! whose message tree is exponential (`deep`), or the full one without
 //! `buf/validate/validate.proto`, as a server that does not serve it would show it
 //! (`no-validate`); and a reflection service that answers garbage.
 
@@ -9,7 +10,10 @@ use std::future::{ready, Ready};
 use std::task::{Context, Poll};
 
 use prost::Message;
-use prost_types::{DescriptorProto, FileDescriptorProto, MethodDescriptorProto, ServiceDescriptorProto};
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{
+    DescriptorProto, FieldDescriptorProto, FileDescriptorProto, MethodDescriptorProto, ServiceDescriptorProto,
+};
 use switchblade_core::descriptors::{encode_set, set_files};
 use tonic::body::Body;
 use tonic::codegen::http;
@@ -23,6 +27,7 @@ pub enum Api {
     Full,
     Small,
     Big,
+    Deep,
     NoValidate,
 }
 
@@ -34,8 +39,9 @@ impl std::str::FromStr for Api {
             "full" => Ok(Api::Full),
             "small" => Ok(Api::Small),
             "big" => Ok(Api::Big),
+            "deep" => Ok(Api::Deep),
             "no-validate" => Ok(Api::NoValidate),
-            other => Err(format!("--api {other}: write full, small, big or no-validate")),
+            other => Err(format!("--api {other}: write full, small, big, deep or no-validate")),
         }
     }
 }
@@ -43,6 +49,13 @@ impl std::str::FromStr for Api {
 /// The service the big API adds, and how many methods it has.
 pub const BIG_SERVICE: &str = "big.v1.Big";
 pub const BIG_METHODS: usize = 1000;
+
+/// The service the deep API adds: method Grow takes and returns `Level0`, and each of
+/// `DEEP_LEVELS` messages holds `DEEP_FAN` fields of the next, so a schema that wrote every
+/// message where it is used would hold `DEEP_FAN^(DEEP_LEVELS - 1)` copies of the last.
+pub const DEEP_SERVICE: &str = "deep.v1.Deep";
+pub const DEEP_LEVELS: usize = 16;
+pub const DEEP_FAN: usize = 4;
 
 /// The encoded `FileDescriptorSet` reflection serves for `api`. Files are kept as encoded
 /// (decoding drops custom options such as `google.api.field_behavior`); only the file a
@@ -70,6 +83,9 @@ pub fn descriptor_set(api: Api) -> Result<Vec<u8>, String> {
     if api == Api::Big {
         encoded.push(big_file().encode_to_vec());
     }
+    if api == Api::Deep {
+        encoded.push(deep_file().encode_to_vec());
+    }
     Ok(encode_set(encoded.iter().map(Vec::as_slice)))
 }
 
@@ -92,6 +108,55 @@ fn big_file() -> FileDescriptorProto {
         service: vec![ServiceDescriptorProto {
             name: Some("Big".into()),
             method: (0..BIG_METHODS).map(method).collect(),
+            ..ServiceDescriptorProto::default()
+        }],
+        syntax: Some("proto3".into()),
+        ..FileDescriptorProto::default()
+    }
+}
+
+/// `deep/v1/deep.proto`: service Deep with method Grow, and messages `Level0` … `Level15`, each
+/// with fields `a` … `d` of the next; the last holds `string value` (the upstream does not
+/// implement Grow: only its reflection matters).
+fn deep_file() -> FileDescriptorProto {
+    let field = |name: String, number: usize, kind: Type, type_name: Option<String>| FieldDescriptorProto {
+        json_name: Some(name.clone()),
+        name: Some(name),
+        number: i32::try_from(number).ok(),
+        label: Some(Label::Optional as i32),
+        r#type: Some(kind as i32),
+        type_name,
+        ..FieldDescriptorProto::default()
+    };
+    let level = |index: usize| {
+        let fields = if index + 1 < DEEP_LEVELS {
+            let next = format!(".deep.v1.Level{}", index + 1);
+            ('a'..)
+                .take(DEEP_FAN)
+                .enumerate()
+                .map(|(position, name)| field(name.to_string(), position + 1, Type::Message, Some(next.clone())))
+                .collect()
+        } else {
+            vec![field("value".into(), 1, Type::String, None)]
+        };
+        DescriptorProto {
+            name: Some(format!("Level{index}")),
+            field: fields,
+            ..DescriptorProto::default()
+        }
+    };
+    FileDescriptorProto {
+        name: Some("deep/v1/deep.proto".into()),
+        package: Some("deep.v1".into()),
+        message_type: (0..DEEP_LEVELS).map(level).collect(),
+        service: vec![ServiceDescriptorProto {
+            name: Some("Deep".into()),
+            method: vec![MethodDescriptorProto {
+                name: Some("Grow".into()),
+                input_type: Some(".deep.v1.Level0".into()),
+                output_type: Some(".deep.v1.Level0".into()),
+                ..MethodDescriptorProto::default()
+            }],
             ..ServiceDescriptorProto::default()
         }],
         syntax: Some("proto3".into()),

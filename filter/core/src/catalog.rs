@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use log::{info, warn};
-use prost_reflect::{DescriptorPool, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
+use prost_reflect::{DescriptorPool, MessageDescriptor, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
@@ -14,7 +14,7 @@ use crate::docs::Docs;
 use crate::grpc;
 use crate::proto_json::gate::Gate;
 use crate::proto_json::rules::unenforced_rules;
-use crate::proto_json::schema::message_schema;
+use crate::proto_json::schema::{message_schema, SchemaTooLarge, MAX_SCHEMA_BYTES};
 use crate::proto_json::Direction;
 use crate::wrapped_root::object_root;
 
@@ -284,8 +284,8 @@ fn build_tool(
     definition.insert("name".into(), json!(name));
     definition.insert("title".into(), json!(title));
     definition.insert("description".into(), json!(description));
-    let (input_schema, wrap_input) = object_root(message_schema(&method.input(), Direction::Input, docs));
-    let (output_schema, wrap_output) = object_root(message_schema(&method.output(), Direction::Output, docs));
+    let (input_schema, wrap_input) = object_root(tool_schema(&selector, &method.input(), Direction::Input, docs)?);
+    let (output_schema, wrap_output) = object_root(tool_schema(&selector, &method.output(), Direction::Output, docs)?);
     definition.insert("inputSchema".into(), input_schema);
     definition.insert("outputSchema".into(), output_schema);
     let annotations = match &overrides.annotations {
@@ -311,6 +311,29 @@ fn build_tool(
         wrap_output,
         method,
         definition: Value::Object(definition),
+    })
+}
+
+/// The schema of one side of the method `selector`; refused, naming the method and the bound,
+/// when even its shared layout is too large (see `proto_json::schema`).
+fn tool_schema(
+    selector: &str,
+    message: &MessageDescriptor,
+    direction: Direction,
+    docs: &Docs,
+) -> Result<Value, ConfigError> {
+    message_schema(message, direction, docs).map_err(|SchemaTooLarge| {
+        let service = selector.split_once('/').map_or(selector, |(service, _)| service);
+        let side = match direction {
+            Direction::Input => "input",
+            Direction::Output => "output",
+        };
+        ConfigError(format!(
+            "at `services.{service}`: the {side} schema of {selector} (message {}) would be larger than \
+             {MAX_SCHEMA_BYTES} bytes of JSON, even with each message that occurs more than once written once \
+             under `$defs`; leave the method out (`expose: selected`) or give it a smaller message",
+            message.full_name()
+        ))
     })
 }
 

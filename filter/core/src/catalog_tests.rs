@@ -126,3 +126,24 @@ fn tool_names_are_checked() {
     assert!(!is_valid_tool_name("a.b"));
     assert!(!is_valid_tool_name(&"x".repeat(65)));
 }
+
+#[test]
+fn an_exponential_tree_is_shared_and_a_schema_too_large_even_so_is_refused() {
+    use crate::proto_json::schema::tests::{enum_heavy, fanned, SERVICE};
+    let config =
+        PluginConfig::parse(format!(r#"{{"services":{{"{SERVICE}":{{"cluster":"c"}}}}}}"#).as_bytes()).unwrap();
+    // 16 messages of 4 fields of the next: each written once.
+    let catalog = Catalog::build(&config, &fanned(16, 4), false).unwrap();
+    let definition = &catalog.get("Shapes_Level0").unwrap().definition;
+    for side in ["inputSchema", "outputSchema"] {
+        assert_eq!(definition[side]["properties"]["a"]["$ref"], "#/$defs/shape.v1.Level1");
+        assert_eq!(definition[side]["$defs"].as_object().unwrap().len(), 15);
+    }
+    let error = Catalog::build(&config, &enum_heavy(100, 2_000), false).unwrap_err().0;
+    assert_eq!(
+        error,
+        "at `services.shape.v1.Shapes`: the input schema of shape.v1.Shapes/Huge (message shape.v1.Huge) would be \
+         larger than 1048576 bytes of JSON, even with each message that occurs more than once written once under \
+         `$defs`; leave the method out (`expose: selected`) or give it a smaller message"
+    );
+}

@@ -158,7 +158,7 @@ struct Setup {
 fn setup() -> Setup {
     let pool = embedded_pool().unwrap();
     let message = pool.get_message_by_name("test.rules.v1.Order").unwrap();
-    let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool));
+    let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool)).unwrap();
     Setup {
         gate: Gate::build(&pool).unwrap(),
         message,

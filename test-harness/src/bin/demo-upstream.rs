@@ -6,8 +6,8 @@
 //! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
 //! `v1` or `v1alpha` alone; `off`; `garbage`, answers that are not reflection's; or `lying`,
 //! true answers with fake files beside them, see `switchblade_test_harness::lying_reflection`),
-//! describing
-//! the API `--api` names (`full`, the default; `small`, `big` or `no-validate`, see
+//! describing the API `--api` names (`full`, the default; `small`, `big`, `deep` or
+//! `no-validate`, see
 //! `switchblade_test_harness::reflection`), and a control API over HTTP/1.1 on `--control`
 //! (default 127.0.0.1:50052):
 //! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
@@ -76,7 +76,7 @@ impl std::str::FromStr for Reflection {
 }
 
 const USAGE: &str =
-    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage|lying] [--api full|small|big|no-validate]";
+    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage|lying] [--api full|small|big|deep|no-validate]";
 
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {

@@ -34,6 +34,7 @@ fn schema(name: &str) -> Value {
         Direction::Input,
         &Docs::from_pool(&pool),
     )
+    .unwrap()
 }
 
 #[test]
