@@ -15,6 +15,7 @@
 pub mod access;
 pub mod catalog;
 pub mod config;
+pub mod configure;
 pub mod descriptors;
 pub mod docs;
 pub mod grpc;

@@ -8,6 +8,8 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use switchblade_core::config::{ConfigError, TokenPayloadSource};
+use switchblade_core::configure::{configure, Configured};
+use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::observe::{predefined_samples, Metric, Sample};
 use switchblade_core::reflection::Refreshed;
 use switchblade_core::server::Server;
@@ -45,7 +47,7 @@ impl Config {
     /// Builds the server, and defines its stats (Envoy allows that only now, while the
     /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &impl StatsHost) -> Result<Self, ConfigError> {
-        let (server, discovery) = Server::configure(bytes)?;
+        let Configured { server, refresher } = configure(bytes)?;
         if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
             return Err(ConfigError(format!(
                 "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \
@@ -86,11 +88,11 @@ impl Config {
         );
         let routes_calls = routed.is_some();
         Ok(Config {
-            server: match discovery {
+            server: match refresher {
                 Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
                 None => ServerSlot::Fixed(Box::new(server)),
             },
-            live: discovery.map(LiveCatalog::new),
+            live: refresher.map(LiveCatalog::new),
             ticker: None,
             routes_calls,
             deadlines: None,
@@ -145,21 +147,10 @@ impl Config {
         }
     }
 
-    pub fn call_headers(&self, call: u64, headers: Vec<(String, Vec<u8>)>) {
+    /// A part of the answer to one of the configuration's own calls.
+    pub fn call_heard(&self, call: u64, part: CallPart<'_>) {
         if let Some(live) = &self.live {
-            live.headers(call, headers);
-        }
-    }
-
-    pub fn call_data(&self, call: u64, data: &[u8]) {
-        if let Some(live) = &self.live {
-            live.data(call, data);
-        }
-    }
-
-    pub fn call_trailers(&self, call: u64, trailers: Vec<(String, Vec<u8>)>) {
-        if let Some(live) = &self.live {
-            live.trailers(call, trailers);
+            live.heard(call, part);
         }
     }
 

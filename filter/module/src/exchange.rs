@@ -16,7 +16,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::{CallEnd, CallPart};
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
-use switchblade_core::observe::{Observations, LOG_NAMESPACE};
+use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
@@ -490,8 +490,7 @@ impl Exchange {
                 log::warn!("Envoy refused a value for the stat {}", sample.metric.name());
             }
         }
-        for (field, value) in observed.log_fields() {
-            let key = format!("{LOG_NAMESPACE}.{field}");
+        for (key, value) in observed.log_entries() {
             if !host.set_filter_state(&key, &value) {
                 log::warn!("Envoy refused {key} for the access log");
             }

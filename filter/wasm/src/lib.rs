@@ -15,7 +15,6 @@
 
 mod stats;
 
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
 
@@ -25,9 +24,10 @@ use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{Action, BufferType, Bytes, ContextType, LogLevel, MapType, Status};
 use switchblade_core::access::Caller;
 use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::configure::{configure, Configured};
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
-use switchblade_core::observe::{Observations, LOG_NAMESPACE};
-use switchblade_core::reflection::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
+use switchblade_core::observe::Observations;
+use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::UpstreamCall;
 
@@ -36,7 +36,7 @@ use crate::stats::Stats;
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, stats: Rc::default(), discovery: None, reflection_calls: HashMap::new() })
+        Box::new(Root { server: None, stats: Rc::default(), refresher: None })
     });
 }}
 
@@ -48,76 +48,49 @@ struct Root {
     server: Option<Rc<Server>>,
     stats: Rc<Stats>,
     /// Reads the services with `from_reflection`, if there are any.
-    discovery: Option<Discovery>,
-    /// Host token → reflection call id.
-    reflection_calls: HashMap<u32, u64>,
+    refresher: Option<Refresher>,
 }
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
-        let (Some(id), Some(discovery)) = (self.reflection_calls.remove(&token), self.discovery.as_mut()) else {
+        let Some(refresher) = self.refresher.as_mut() else {
             return;
         };
-        if body_size > MAX_ANSWER_BYTES {
-            let reason = format!("an answer of {body_size} bytes, over {MAX_ANSWER_BYTES}");
-            let step = discovery.file(id, ReflectionAnswer::Failed(&reason), now());
-            return self.follow(step);
-        }
-        let (headers, body, trailers) = call_response(headers, body_size, trailers);
-        let (headers, trailers) = (header_pairs(&headers), header_pairs(&trailers));
-        let answer = ReflectionAnswer::Http {
-            headers: &headers,
-            body: &body,
-            trailers: &trailers,
-        };
-        let step = discovery.file(id, answer, now());
-        self.follow(step);
+        let read = || call_response(headers, body_size, trailers);
+        let refreshed = refresher.answered(u64::from(token), body_size, read, now(), start_reflection_call);
+        self.refreshed(refreshed);
     }
 }
 
 impl Root {
     /// Starts a reflection refresh if one is due.
     fn refresh_if_due(&mut self) {
-        let calls = match self.discovery.as_mut() {
-            Some(discovery) if discovery.is_due(now()) => discovery.start(now()),
-            _ => return,
+        let refreshed = self
+            .refresher
+            .as_mut()
+            .and_then(|refresher| refresher.tick(now(), start_reflection_call));
+        self.refreshed(refreshed);
+    }
+
+    /// A refresh ended: count it, log it, and serve its server if the API changed.
+    fn refreshed(&mut self, refreshed: Option<Refreshed>) {
+        let Some(refreshed) = refreshed else {
+            return;
         };
-        self.dispatch(calls);
-    }
-
-    fn dispatch(&mut self, calls: Vec<ReflectionCall>) {
-        for call in calls {
-            match call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout()) {
-                Ok(token) => {
-                    self.reflection_calls.insert(token, call.id);
-                }
-                Err(status) => {
-                    let reason = format!("cannot call cluster {:?}: {status:?}", call.cluster());
-                    let Some(discovery) = self.discovery.as_mut() else {
-                        return;
-                    };
-                    let step = discovery.file(call.id, ReflectionAnswer::Failed(&reason), now());
-                    self.follow(step);
-                }
-            }
+        self.stats.add(&refreshed.sample());
+        refreshed.log(self.server.as_ref().map_or(0, |server| server.catalog().tool_count()));
+        if let Refreshed::Changed { server, .. } = refreshed {
+            // Requests already in flight keep the server they started with.
+            self.server = Some(Rc::from(server));
         }
     }
+}
 
-    /// Does what filing a reflection answer asked for: more calls, or the end of the refresh.
-    fn follow(&mut self, step: Step) {
-        match step {
-            Step::Wait => {}
-            Step::Call(calls) => self.dispatch(calls),
-            Step::Done(refreshed) => {
-                self.stats.add(&refreshed.sample());
-                refreshed.log(self.server.as_ref().map_or(0, |server| server.catalog().tool_count()));
-                if let Refreshed::Changed { server, .. } = refreshed {
-                    // Requests already in flight keep the server they started with.
-                    self.server = Some(Rc::from(server));
-                }
-            }
-        }
-    }
+/// Starts a reflection call as a callout; its answer comes to the root context.
+fn start_reflection_call(call: &ReflectionCall) -> Result<u64, String> {
+    call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
+        .map(u64::from)
+        .map_err(|status| format!("{status:?}"))
 }
 
 impl RootContext for Root {
@@ -130,8 +103,8 @@ impl RootContext for Root {
             }
         };
         let started = hostcalls::get_current_time().ok();
-        match Server::configure(&bytes) {
-            Ok((server, discovery)) => {
+        match configure(&bytes) {
+            Ok(Configured { server, refresher }) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
                     .and_then(|(start, end)| end.duration_since(start).ok())
@@ -146,9 +119,8 @@ impl RootContext for Root {
                 self.server = Some(Rc::new(server));
                 self.stats = Rc::new(Stats::define());
                 self.stats.record_memory();
-                self.discovery = discovery;
-                self.reflection_calls.clear();
-                if self.discovery.is_some() {
+                self.refresher = refresher;
+                if self.refresher.is_some() {
                     if let Err(status) = hostcalls::set_tick_period(TICK) {
                         warn!("cannot set the tick period, so reflection is read once: {status:?}");
                     }
@@ -343,8 +315,7 @@ impl Exchange {
 
 /// The request's MCP facts as filter state `wasm.switchblade.<field>`, for the access log.
 fn log_fields(observed: &Observations) {
-    for (field, value) in observed.log_fields() {
-        let key = format!("{LOG_NAMESPACE}.{field}");
+    for (key, value) in observed.log_entries() {
         if let Err(status) = hostcalls::set_property(vec![&key], Some(value.as_bytes())) {
             warn!("cannot set {key} for the access log: {status:?}");
         }

@@ -61,6 +61,9 @@ pub struct CallResponse {
     trailers: Vec<(String, Vec<u8>)>,
 }
 
+/// What a host has read of an answer it heard whole: headers, body and trailers.
+pub type WholeAnswer = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);
+
 /// One part of a call's answer, as a host hears it.
 #[derive(Debug)]
 pub enum CallPart<'a> {
@@ -96,6 +99,16 @@ impl CallResponse {
     /// The headers heard so far.
     pub fn headers(&self) -> &[(String, Vec<u8>)] {
         &self.headers
+    }
+
+    /// The body's whole size, kept or not.
+    pub(crate) fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Headers, the body kept, and trailers, for a reader of the whole answer.
+    pub(crate) fn parts(&self) -> (Vec<HeaderPair<'_>>, &[u8], Vec<HeaderPair<'_>>) {
+        (header_pairs(&self.headers), &self.body, header_pairs(&self.trailers))
     }
 }
 

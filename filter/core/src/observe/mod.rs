@@ -171,6 +171,14 @@ impl Observations {
         samples
     }
 
+    /// The access-log fields as hosts set them in filter state: each under its key in
+    /// [`LOG_NAMESPACE`] (`switchblade.<field>`).
+    pub fn log_entries(&self) -> impl Iterator<Item = (String, String)> {
+        self.log_fields()
+            .into_iter()
+            .map(|(field, value)| (format!("{LOG_NAMESPACE}.{field}"), value))
+    }
+
     /// The access-log fields, by name; a batch's values are joined with commas, in order.
     /// Only fields with a value are listed.
     pub fn log_fields(&self) -> Vec<(&'static str, String)> {

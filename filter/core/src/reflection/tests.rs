@@ -849,3 +849,94 @@ fn an_answer_without_the_asked_service_fails_and_kept_copies_are_named_when_the_
         "{why}"
     );
 }
+
+/// The host contract: a refresh driven through the [`Refresher`], with calls started under the
+/// host's tokens, answered in parts, whole, or refused.
+mod refresher {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::grpc::call_end::CallPart;
+
+    fn new_refresher() -> Refresher {
+        Refresher::new(discovery(&config("")))
+    }
+
+    /// A host that starts every call, under tokens from 100 up, and keeps them to answer.
+    fn host(started: &RefCell<Vec<(u64, ReflectionCall)>>) -> impl FnMut(&ReflectionCall) -> Result<u64, String> + '_ {
+        move |call| {
+            let mut started = started.borrow_mut();
+            let token = 100 + started.len() as u64;
+            started.push((token, call.clone()));
+            Ok(token)
+        }
+    }
+
+    #[test]
+    fn a_refresh_heard_in_parts_ends_with_its_new_server() {
+        let pool = embedded_pool().unwrap();
+        let mut refresher = new_refresher();
+        let started = RefCell::new(Vec::new());
+        assert!(refresher.tick(Duration::ZERO, host(&started)).is_none());
+        assert!(
+            refresher.tick(Duration::ZERO, host(&started)).is_none(),
+            "not due while one runs"
+        );
+        let mut done = None;
+        while done.is_none() {
+            let (token, call) = started.borrow_mut().remove(0);
+            let (headers, body, _) = serve(&pool, &call, Behaviour::FileOnly);
+            refresher.heard(token, CallPart::Headers(headers));
+            let (first, rest) = body.split_at(body.len() / 2);
+            refresher.heard(token, CallPart::Data(first));
+            refresher.heard(token, CallPart::Data(rest));
+            refresher.heard(token, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+            // Anything about a token not out is ignored.
+            refresher.heard(7, CallPart::Data(b"stray"));
+            assert!(refresher.ended(7, false, Duration::ZERO, host(&started)).is_none());
+            done = refresher.ended(token, false, Duration::ZERO, host(&started));
+        }
+        let server = changed(done.unwrap());
+        assert!(server.catalog().get("CatalogService_Search").is_some());
+    }
+
+    #[test]
+    fn a_refresh_heard_whole_and_one_over_the_limit() {
+        let pool = embedded_pool().unwrap();
+        let mut refresher = new_refresher();
+        let started = RefCell::new(Vec::new());
+        refresher.tick(Duration::ZERO, host(&started));
+        let (token, call) = started.borrow_mut().remove(0);
+        let (headers, body, _) = serve(&pool, &call, Behaviour::WithImports);
+        let trailers = vec![("grpc-status".to_owned(), b"0".to_vec())];
+        let read = || (headers, body.clone(), trailers);
+        let done = refresher.answered(token, body.len(), read, Duration::ZERO, host(&started));
+        changed(done.unwrap());
+
+        let mut refresher = new_refresher();
+        refresher.tick(Duration::ZERO, host(&started));
+        let (token, _) = started.borrow_mut().pop().unwrap();
+        let read = || -> crate::grpc::call_end::WholeAnswer { panic!("read an answer over the limit") };
+        let done = refresher.answered(token, MAX_ANSWER_BYTES + 1, read, Duration::ZERO, host(&started));
+        assert!(failure(done.unwrap()).contains("over 16777216"));
+    }
+
+    #[test]
+    fn calls_the_host_cannot_start_end_the_refresh_at_once() {
+        let mut refresher = new_refresher();
+        let refuse = |_: &ReflectionCall| Err("no such cluster".to_owned());
+        let done = refresher.tick(Duration::ZERO, refuse);
+        assert!(failure(done.unwrap()).contains("cannot call cluster \"catalog\": no such cluster"));
+    }
+
+    #[test]
+    fn a_reset_call_fails_the_refresh() {
+        let mut refresher = new_refresher();
+        let started = RefCell::new(Vec::new());
+        refresher.tick(Duration::ZERO, host(&started));
+        let (token, _) = started.borrow_mut().remove(0);
+        refresher.heard(token, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+        let done = refresher.ended(token, true, Duration::ZERO, host(&started));
+        assert!(failure(done.unwrap()).contains("the call was reset"));
+    }
+}

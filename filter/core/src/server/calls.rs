@@ -7,13 +7,10 @@
 use std::time::Duration;
 
 use super::{Reply, Server};
-use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart};
+use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeAnswer};
 use crate::http::header_pairs;
 use crate::observe::Observations;
 use crate::upstream::UpstreamCall;
-
-/// What a host has read of an answer it heard whole: headers, body and trailers.
-pub type WholeAnswer = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);
 
 impl Server {
     /// Starts the calls the reply may have out now (at most `limits.max_calls_in_flight`; the

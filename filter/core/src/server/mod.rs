@@ -33,7 +33,6 @@ use crate::http::{admit, is_mcp_path, route, CallerPolicy, HeaderPair, HttpRespo
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
-use crate::reflection::Discovery;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use reply::Reply;
@@ -114,15 +113,6 @@ impl Server {
     pub fn from_config_bytes(bytes: &[u8]) -> Result<Self, ConfigError> {
         let config = PluginConfig::parse(bytes)?;
         Self::new(&config, &configured_pool(config.descriptor_set.as_deref())?)
-    }
-
-    /// The server of the plugin configuration bytes, and the discovery that reads its
-    /// reflected services (if it has any; they are pending until it has read them).
-    pub fn configure(bytes: &[u8]) -> Result<(Self, Option<Discovery>), ConfigError> {
-        let config = PluginConfig::parse(bytes)?;
-        let pool = configured_pool(config.descriptor_set.as_deref())?;
-        let server = Self::new(&config, &pool)?;
-        Ok((server, Discovery::new(&config, &pool)))
     }
 
     /// The server of a configuration whose services are in `pool`; services read through

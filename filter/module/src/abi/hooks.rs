@@ -157,7 +157,9 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
 ) {
     // SAFETY: a live config of ours (rule 5), and Envoy's headers for this hook (rules 1, 3).
     if let (Some(config), headers) = unsafe { (config_of(config), copied_headers(headers, headers_size)) } {
-        guarded_config("reading a reflection answer", (), || config.call_headers(call, headers));
+        guarded_config("reading a reflection answer", (), || {
+            config.call_heard(call, CallPart::Headers(headers))
+        });
     }
 }
 
@@ -174,7 +176,9 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
 ) {
     // SAFETY: a live config of ours (rule 5), and Envoy's chunks for this hook (rules 1, 3).
     if let (Some(config), data) = unsafe { (config_of(config), copied_chunks(data, data_count)) } {
-        guarded_config("reading a reflection answer", (), || config.call_data(call, &data));
+        guarded_config("reading a reflection answer", (), || {
+            config.call_heard(call, CallPart::Data(&data))
+        });
     }
 }
 
@@ -191,7 +195,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
     // SAFETY: a live config of ours (rule 5), and Envoy's trailers for this hook (rules 1, 3).
     if let (Some(config), trailers) = unsafe { (config_of(config), copied_headers(trailers, trailers_size)) } {
         guarded_config("reading a reflection answer", (), || {
-            config.call_trailers(call, trailers)
+            config.call_heard(call, CallPart::Trailers(trailers))
         });
     }
 }
