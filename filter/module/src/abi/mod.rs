@@ -1,7 +1,8 @@
 //! Envoy's dynamic-module C ABI, as far as this module uses it, and every `unsafe` of the
-//! crate: [`bindings`] declares the callbacks Envoy exports and wraps them in safe types (a
-//! stream, a configuration's handles, the clocks), [`hooks`] exports the functions Envoy
-//! calls and hands each to the safe code above. Written from
+//! crate: [`bindings`] declares the callbacks Envoy exports; [`stream`], [`configuration`] and
+//! [`clocks`] wrap them in safe types (a stream, a configuration's handles, the ticker and the
+//! deadlines); [`hooks`] exports the functions Envoy calls and hands each to the safe code
+//! above. Written from
 //! `source/extensions/dynamic_modules/abi/abi.h` of Envoy's 1.40 cycle (ABI version "v0.2.0");
 //! the symbols referenced here are all present in the 1.40.0 binary, which loads modules with
 //! `RTLD_NOW`, so a missing one would refuse the module at load.
@@ -49,6 +50,10 @@
 #![allow(unsafe_code)]
 
 mod bindings;
+mod clocks;
+mod configuration;
 mod hooks;
+mod stream;
 
-pub use bindings::{ConfigHost, Deadlines, Ticker};
+pub use clocks::{Deadlines, Ticker};
+pub use configuration::ConfigHost;

@@ -1,0 +1,214 @@
+//! One HTTP stream as the exchange uses it ([`StreamHost`]), over the callbacks of one hook.
+
+use std::ptr;
+use std::time::Instant;
+
+use switchblade_core::observe::MetricKind;
+
+use super::bindings::*;
+use super::clocks::{DeadlineAlarm, Deadlines, StreamScheduler};
+use crate::host::{Alarm, Body, HeaderMap, StreamHost};
+
+/// One HTTP stream, for the length of one hook (rule 4), and the clock its configuration keeps
+/// for deadlines, if it keeps one.
+pub struct Stream {
+    pub(super) filter: HttpFilterEnvoyPtr,
+    pub(super) deadlines: Option<&'static Deadlines>,
+}
+
+impl StreamHost for Stream {
+    fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>> {
+        let mut value = EnvoyBuffer::EMPTY;
+        // SAFETY: the key is module memory for the call (rule 2); `value` is written by Envoy
+        // and copied before the hook returns (rule 1); the size pointer may be null.
+        let found = unsafe {
+            envoy_dynamic_module_callback_http_get_header(
+                self.filter,
+                header_type(map),
+                ModuleBuffer::of(name.as_bytes()),
+                &mut value,
+                0,
+                ptr::null_mut(),
+            )
+        };
+        found.then(|| value.to_vec())
+    }
+
+    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
+        // SAFETY: a plain query on this stream (rule 4).
+        let count = unsafe { envoy_dynamic_module_callback_http_get_headers_size(self.filter, header_type(map)) };
+        if count == 0 {
+            return Vec::new();
+        }
+        let empty = EnvoyHttpHeader {
+            key_ptr: ptr::null(),
+            key_length: 0,
+            value_ptr: ptr::null(),
+            value_length: 0,
+        };
+        let mut headers = vec![empty; count];
+        // SAFETY: the array has exactly the size Envoy just gave (rule 3).
+        if !unsafe {
+            envoy_dynamic_module_callback_http_get_headers(self.filter, header_type(map), headers.as_mut_ptr())
+        } {
+            return Vec::new();
+        }
+        // SAFETY: Envoy's headers for this hook, just filled in (rules 1 and 3).
+        unsafe { copied_headers(headers.as_ptr(), headers.len()) }
+    }
+
+    fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
+        // SAFETY: both buffers are module memory for the call (rule 2).
+        unsafe {
+            envoy_dynamic_module_callback_http_set_header(
+                self.filter,
+                header_type(map),
+                ModuleBuffer::of(name.as_bytes()),
+                ModuleBuffer::of(value),
+            )
+        }
+    }
+
+    fn body(&self, body: Body) -> Vec<u8> {
+        // SAFETY: a plain query on this stream (rule 4).
+        let count = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(self.filter, body_type(body)) };
+        if count == 0 {
+            return Vec::new();
+        }
+        let mut chunks = vec![EnvoyBuffer::EMPTY; count];
+        // SAFETY: the array has exactly the size Envoy just gave (rule 3).
+        if !unsafe {
+            envoy_dynamic_module_callback_http_get_body_chunks(self.filter, body_type(body), chunks.as_mut_ptr())
+        } {
+            return Vec::new();
+        }
+        // SAFETY: Envoy's chunks for this hook, just filled in (rules 1 and 3).
+        unsafe { copied_chunks(chunks.as_ptr(), chunks.len()) }
+    }
+
+    fn body_size(&self, body: Body) -> usize {
+        // SAFETY: a plain query on this stream (rule 4).
+        unsafe { envoy_dynamic_module_callback_http_get_body_size(self.filter, body_type(body)) }
+    }
+
+    fn replace_body(&self, body: Body, bytes: &[u8]) -> bool {
+        // SAFETY: draining takes a count (`usize::MAX`: all); the data is module memory for
+        // the call (rule 2).
+        unsafe {
+            envoy_dynamic_module_callback_http_drain_body(self.filter, body_type(body), usize::MAX);
+            envoy_dynamic_module_callback_http_append_body(self.filter, body_type(body), ModuleBuffer::of(bytes))
+        }
+    }
+
+    fn drain_body(&self, body: Body) {
+        // SAFETY: draining takes a count (`usize::MAX`: all) (rule 4).
+        unsafe { envoy_dynamic_module_callback_http_drain_body(self.filter, body_type(body), usize::MAX) };
+    }
+
+    fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]) {
+        let mut headers = module_pairs(headers);
+        // SAFETY: the header array, body and details are module memory for the call (rule 2);
+        // this may run other filters inline, and no state of ours is borrowed now (rule 6).
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response(
+                self.filter,
+                u32::from(status),
+                headers.as_mut_ptr(),
+                headers.len(),
+                ModuleBuffer::of(body),
+                ModuleBuffer::of(b"switchblade"),
+            );
+        }
+    }
+
+    fn reset(&self) {
+        // SAFETY: a plain action on this stream; the details are module memory (rules 2, 4).
+        unsafe {
+            envoy_dynamic_module_callback_http_filter_reset_stream(
+                self.filter,
+                LOCAL_RESET,
+                ModuleBuffer::of(b"switchblade_failed"),
+            )
+        };
+    }
+
+    fn record_metric(&self, kind: MetricKind, id: usize, label_values: &[&str], value: u64) -> bool {
+        let mut labels: Vec<ModuleBuffer> = label_values
+            .iter()
+            .map(|label| ModuleBuffer::of(label.as_bytes()))
+            .collect();
+        let record = match kind {
+            MetricKind::Counter => envoy_dynamic_module_callback_http_filter_increment_counter,
+            MetricKind::Histogram => envoy_dynamic_module_callback_http_filter_record_histogram_value,
+        };
+        // SAFETY: a stat defined for this configuration, on this stream (rule 4); the label
+        // values are module memory for the call (rule 2).
+        let result = unsafe { record(self.filter, id, labels.as_mut_ptr(), labels.len(), value) };
+        result == METRICS_SUCCESS
+    }
+
+    /// For access logs: `%FILTER_STATE(key:PLAIN)%`.
+    fn set_filter_state(&self, key: &str, value: &str) -> bool {
+        // SAFETY: both buffers are module memory for the call (rule 2).
+        unsafe {
+            envoy_dynamic_module_callback_http_set_filter_state_bytes(
+                self.filter,
+                ModuleBuffer::of(key.as_bytes()),
+                ModuleBuffer::of(value.as_bytes()),
+            )
+        }
+    }
+
+    /// A string object (`envoy.string`, as `envoy.filters.http.set_filter_state` makes them).
+    fn filter_state(&self, key: &str) -> Option<Vec<u8>> {
+        let mut value = EnvoyBuffer::EMPTY;
+        // SAFETY: the key is module memory for the call (rule 2); `value` is written by Envoy
+        // and copied before the hook returns (rule 1).
+        let found = unsafe {
+            envoy_dynamic_module_callback_http_get_filter_state_bytes(
+                self.filter,
+                ModuleBuffer::of(key.as_bytes()),
+                &mut value,
+            )
+        };
+        found.then(|| value.to_vec())
+    }
+
+    fn clear_route_cache(&self) {
+        // SAFETY: a plain action on this stream, in the request path (rule 4).
+        unsafe { envoy_dynamic_module_callback_http_clear_route_cache(self.filter) };
+    }
+
+    /// The one-shot callout would hand over no trailers, where gRPC puts its status: this is a
+    /// stream, its answer in parts (headers, data, trailers, then complete, or a reset).
+    fn start_call(&self, cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout_ms: u64) -> Result<u64, u32> {
+        // SAFETY: this stream's pointer, in one of its hooks (rule 4).
+        unsafe {
+            start_stream(
+                envoy_dynamic_module_callback_http_filter_start_http_stream,
+                self.filter,
+                cluster,
+                headers,
+                body,
+                timeout_ms,
+            )
+        }
+    }
+
+    fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm> {
+        let deadlines = self.deadlines?;
+        // SAFETY: this stream's pointer, in one of its hooks (rule 4); the scheduler is
+        // deleted by the alarm, on this worker (rule 8).
+        let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.filter) };
+        if scheduler.is_null() {
+            return None;
+        }
+        let scheduler = StreamScheduler(scheduler);
+        let key = deadlines.add(when, scheduler, event);
+        Some(Alarm(Box::new(DeadlineAlarm {
+            deadlines,
+            key,
+            scheduler,
+        })))
+    }
+}

@@ -1,0 +1,175 @@
+//! A call the module routes: the request itself becomes the gRPC call, forwarded by Envoy's
+//! router; its answer is read as it comes and rewritten into the tool result, or answered at
+//! the deadline by the module's own clock.
+
+use std::time::Instant;
+
+use switchblade_core::grpc::call_end::{CallEnd, CallPart};
+use switchblade_core::http::header_pairs;
+use switchblade_core::server::Reply;
+use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
+
+use super::{Exchange, State, Verdict, DEADLINE_PASSED, ROUTED};
+use crate::clock::now;
+use crate::host::{Body, HeaderMap, StreamHost};
+
+impl Exchange {
+    /// Makes the request the gRPC call: its headers become the call's (and those Envoy needs
+    /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
+    pub(super) fn route_call(
+        &self,
+        host: &impl StreamHost,
+        mut reply: Reply,
+        call: UpstreamCall,
+        cluster_header: &str,
+    ) -> Verdict {
+        let original = host.headers(HeaderMap::Request);
+        let routed = call.routed_headers(cluster_header, &header_pairs(&original));
+        for (name, _) in &original {
+            if !routed.iter().any(|(kept, _)| kept == name) {
+                host.remove_header(HeaderMap::Request, name);
+            }
+        }
+        for (name, value) in &routed {
+            host.set_header(HeaderMap::Request, name, value);
+        }
+        let body = call.http_body();
+        // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
+        if host.body_size(Body::BufferedRequest) > 0 {
+            host.drain_body(Body::ReceivedRequest);
+            host.replace_body(Body::BufferedRequest, body);
+        } else {
+            host.replace_body(Body::ReceivedRequest, body);
+        }
+        if !host.set_filter_state(ROUTED_CALL_FILTER_STATE, call.cluster()) {
+            log::warn!("Envoy refused {ROUTED_CALL_FILTER_STATE}; a route that matches it will not forward this call");
+        }
+        host.clear_route_cache();
+        // The deadline holds after the upstream's headers too, when Envoy's router could only
+        // reset the stream: the module answers DEADLINE_EXCEEDED itself.
+        *self.deadline.borrow_mut() = host.wake_at(Instant::now() + call.timeout(), DEADLINE_PASSED);
+        reply.started(ROUTED, call, now());
+        *self.state.borrow_mut() = State::Routed(reply);
+        Verdict::Continue
+    }
+
+    pub fn response_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            let headers = host.headers(HeaderMap::Response);
+            self.server().heard(reply, ROUTED, CallPart::Headers(headers));
+        }
+        if end_of_stream {
+            // A trailers-only answer, or Envoy's own for a call it could not make.
+            return self.finish_routed(host);
+        }
+        Verdict::Stop
+    }
+
+    pub fn response_body(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            // Copied out and drained at once, so that Envoy's buffer limit (which would answer
+            // a plain 500) never applies: `limits.max_response_bytes` does.
+            let data = host.body(Body::ReceivedResponse);
+            host.drain_body(Body::ReceivedResponse);
+            self.server().heard(reply, ROUTED, CallPart::Data(&data));
+        }
+        if end_of_stream {
+            return self.finish_routed(host);
+        }
+        Verdict::Drop
+    }
+
+    pub fn response_trailers(&self, host: &impl StreamHost) -> Verdict {
+        {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return Verdict::Continue;
+            };
+            let trailers = host.headers(HeaderMap::ResponseTrailers);
+            for (name, _) in &trailers {
+                host.remove_header(HeaderMap::ResponseTrailers, name);
+            }
+            self.server().heard(reply, ROUTED, CallPart::Trailers(trailers));
+        }
+        self.finish_routed(host)
+    }
+
+    /// The routed call's answer is whole: it becomes the tool result, in place of the
+    /// upstream's answer.
+    fn finish_routed(&self, host: &impl StreamHost) -> Verdict {
+        let State::Routed(mut reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+            return Verdict::Continue;
+        };
+        self.deadline.replace(None);
+        let upstream_headers: Vec<String> = reply
+            .heard_headers(ROUTED)
+            .unwrap_or_default()
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect();
+        self.server()
+            .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
+        self.publish(host);
+        let answer = reply.into_response();
+        // The answer's headers: the tool result's, nothing of the upstream's.
+        for name in &upstream_headers {
+            if name != ":status" {
+                host.remove_header(HeaderMap::Response, name);
+            }
+        }
+        host.set_header(HeaderMap::Response, ":status", answer.status.to_string().as_bytes());
+        for (name, value) in &answer.headers {
+            host.set_header(HeaderMap::Response, name, value.as_bytes());
+        }
+        host.set_header(
+            HeaderMap::Response,
+            "content-length",
+            answer.body.len().to_string().as_bytes(),
+        );
+        self.answered.set(true);
+        // The body goes in this hook's chunk; a hook without one (headers or trailers) gives it
+        // to Envoy to send.
+        if !host.replace_body(Body::ReceivedResponse, &answer.body) {
+            host.replace_body(Body::BufferedResponse, &answer.body);
+        }
+        Verdict::Continue
+    }
+
+    /// A wake-up the exchange asked for: a routed call whose deadline has passed is answered
+    /// DEADLINE_EXCEEDED (Envoy's router would reset a stream whose answer has begun).
+    pub fn wake(&self, host: &impl StreamHost, event: u64) {
+        if event != DEADLINE_PASSED {
+            return;
+        }
+        let response = {
+            let mut state = self.state.borrow_mut();
+            let State::Routed(reply) = &mut *state else {
+                return;
+            };
+            if let Some((call, _)) = reply.take(ROUTED) {
+                let server = self.server();
+                server.file(
+                    reply,
+                    &call,
+                    CallEnd::DeadlinePassed,
+                    now(),
+                    &mut self.observed.borrow_mut(),
+                );
+            }
+            let State::Routed(reply) = std::mem::replace(&mut *state, State::Answered) else {
+                return;
+            };
+            reply.into_response()
+        };
+        self.deadline.replace(None);
+        self.answer(host, &response);
+    }
+}
