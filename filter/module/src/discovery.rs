@@ -10,6 +10,7 @@ use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 
 use crate::abi::ConfigHost;
 use crate::clock::now;
+use crate::heard::Heard;
 
 /// The configuration's reflection refreshes.
 pub struct LiveCatalog {
@@ -17,14 +18,6 @@ pub struct LiveCatalog {
     /// What Envoy told about a stream while the refresher was busy starting one (should it
     /// answer inside `start_call`): delivered as soon as the start returns.
     deferred: Mutex<Vec<(u64, Heard)>>,
-}
-
-/// A stream's event, kept for later.
-enum Heard {
-    Headers(Vec<(String, Vec<u8>)>),
-    Data(Vec<u8>),
-    Trailers(Vec<(String, Vec<u8>)>),
-    Ended { reset: bool },
 }
 
 /// A lock only the main thread takes; a panic there leaves state that is still readable.
@@ -51,14 +44,7 @@ impl LiveCatalog {
         match self.refresher.try_lock() {
             Ok(mut refresher) => refresher.heard(stream, part),
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().heard(stream, part),
-            Err(TryLockError::WouldBlock) => {
-                let heard = match part {
-                    CallPart::Headers(headers) => Heard::Headers(headers),
-                    CallPart::Data(data) => Heard::Data(data.to_vec()),
-                    CallPart::Trailers(trailers) => Heard::Trailers(trailers),
-                };
-                locked(&self.deferred).push((stream, heard));
-            }
+            Err(TryLockError::WouldBlock) => locked(&self.deferred).push((stream, Heard::from(part))),
         }
     }
 
@@ -87,9 +73,7 @@ impl LiveCatalog {
             }
             for (stream, heard) in deferred {
                 match heard {
-                    Heard::Headers(headers) => self.heard(stream, CallPart::Headers(headers)),
-                    Heard::Data(data) => self.heard(stream, CallPart::Data(&data)),
-                    Heard::Trailers(trailers) => self.heard(stream, CallPart::Trailers(trailers)),
+                    Heard::Part(part) => self.heard(stream, part.as_part()),
                     Heard::Ended { reset } => {
                         let ended = locked(&self.refresher).ended(stream, reset, now(), |call| start(host, call));
                         refreshed = ended.or(refreshed);

@@ -21,6 +21,7 @@ use switchblade_core::upstream::UpstreamCall;
 
 use crate::clock::now;
 use crate::config::{Config, ServerRef};
+use crate::heard::Heard;
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
 /// The routed call's token in its reply: it is the request itself, not a stream of its own.
@@ -50,15 +51,6 @@ enum State {
     /// Calls out, the request held until every one has ended.
     CallingOut(Reply),
     Answered,
-}
-
-/// What Envoy told about a call while the exchange was busy starting calls (it may answer a
-/// call inline, before `start_call` returns): delivered once the state is free.
-enum Heard {
-    Headers(Vec<(String, Vec<u8>)>),
-    Data(Vec<u8>),
-    Trailers(Vec<(String, Vec<u8>)>),
-    Ended { reset: bool },
 }
 
 /// One HTTP request through the module.
@@ -256,12 +248,7 @@ impl Exchange {
     }
 
     fn defer(&self, call: u64, part: CallPart<'_>) {
-        let heard = match part {
-            CallPart::Headers(headers) => Heard::Headers(headers),
-            CallPart::Data(data) => Heard::Data(data.to_vec()),
-            CallPart::Trailers(trailers) => Heard::Trailers(trailers),
-        };
-        self.deferred.borrow_mut().push((call, heard));
+        self.deferred.borrow_mut().push((call, Heard::from(part)));
     }
 
     /// Starts the calls that may go now, delivers what Envoy told while they started, and
@@ -291,9 +278,7 @@ impl Exchange {
             }
             for (call, heard) in deferred {
                 match heard {
-                    Heard::Headers(headers) => self.call_heard(call, CallPart::Headers(headers)),
-                    Heard::Data(data) => self.call_heard(call, CallPart::Data(&data)),
-                    Heard::Trailers(trailers) => self.call_heard(call, CallPart::Trailers(trailers)),
+                    Heard::Part(part) => self.call_heard(call, part.as_part()),
                     Heard::Ended { reset } => {
                         self.file_end(call, reset);
                     }

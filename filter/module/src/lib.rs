@@ -20,6 +20,7 @@ mod clock;
 mod config;
 mod discovery;
 mod exchange;
+mod heard;
 mod host;
 
 /// What Envoy's worker threads share must be `Send + Sync`: the core's server, and the

@@ -1,0 +1,37 @@
+//! What Envoy told about a call while the state it belongs to was in use (Envoy may answer a
+//! call from inside `start_call`), kept to deliver once the start has returned.
+
+use switchblade_core::grpc::call_end::CallPart;
+
+pub enum Heard {
+    Part(OwnedPart),
+    Ended { reset: bool },
+}
+
+/// A part of a call's answer, owned.
+pub enum OwnedPart {
+    Headers(Vec<(String, Vec<u8>)>),
+    Data(Vec<u8>),
+    Trailers(Vec<(String, Vec<u8>)>),
+}
+
+impl From<CallPart<'_>> for Heard {
+    fn from(part: CallPart<'_>) -> Self {
+        Heard::Part(match part {
+            CallPart::Headers(headers) => OwnedPart::Headers(headers),
+            CallPart::Data(data) => OwnedPart::Data(data.to_vec()),
+            CallPart::Trailers(trailers) => OwnedPart::Trailers(trailers),
+        })
+    }
+}
+
+impl OwnedPart {
+    /// The part again, to hand over.
+    pub fn as_part(&self) -> CallPart<'_> {
+        match self {
+            OwnedPart::Headers(headers) => CallPart::Headers(headers.clone()),
+            OwnedPart::Data(data) => CallPart::Data(data),
+            OwnedPart::Trailers(trailers) => CallPart::Trailers(trailers.clone()),
+        }
+    }
+}
