@@ -56,7 +56,8 @@ def names(mcp: Mcp) -> list[str]:
 
 def test_all_exposes_every_unary_method_and_logs_each_skipped_streaming_one(live: Envoy) -> None:
     assert names(Mcp(live.mcp_url)) == ["CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
-    assert f"skipping server-streaming method {CATALOG}/WatchItems: only unary methods become tools" in live.logs()
+    assert (f"skipping server-streaming method {CATALOG}/WatchItems: set `streaming: true` on the service "
+            "to expose its streaming methods") in live.logs()
 
 
 def test_selected_exposes_exactly_the_listed_methods(swap, upstream: Upstream) -> None:
@@ -157,11 +158,11 @@ def test_the_cli_refuses_what_the_filter_would(tmp_path) -> None:
 def test_a_rejected_swap_keeps_the_old_configuration_serving(live: Envoy) -> None:
     mcp = Mcp(live.mcp_url)
     before = names(mcp)
-    bad = {"services": {CATALOG: {"cluster": "demo_grpc", "expose": "selected", "methods": [f"{CATALOG}/WatchItems"]}}}
+    bad = {"services": {CATALOG: {"cluster": "demo_grpc", "expose": "selected", "methods": [f"{CATALOG}/Nope"]}}}
     assert live.swap_plugin(bad) is False
     assert names(mcp) == before
-    assert (f"invalid plugin configuration: at `services.{CATALOG}.methods[0]`: {CATALOG}/WatchItems is a "
-            "server-streaming method; only unary methods can be tools") in live.logs()
+    assert (f"invalid plugin configuration: at `services.{CATALOG}.methods[0]`: service {CATALOG} has no method "
+            "Nope") in live.logs()
     assert mcp.call_tool("UserService_GetUser", {"user_id": 2})["isError"] is False
 
 

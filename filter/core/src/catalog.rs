@@ -1,5 +1,5 @@
-//! The tool catalog: the exposed unary methods, compiled once per configuration into tools
-//! with names, descriptions, schemas, hints and call targets.
+//! The tool catalog: the exposed methods, compiled once per configuration into tools with
+//! names, descriptions, schemas, hints and call targets.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -16,15 +16,21 @@ use crate::proto_json::gate::Gate;
 use crate::proto_json::rules::unenforced_rules;
 use crate::proto_json::schema::{message_schema, SchemaTooLarge, MAX_SCHEMA_BYTES};
 use crate::proto_json::Direction;
+use crate::streams::{messages_input_schema, stream_output_schema, CallKind, DEFAULT_MAX_MESSAGES};
 use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 
-/// One MCP tool backed by one unary gRPC method.
+/// One MCP tool backed by one gRPC method.
 #[derive(Debug)]
 pub struct Tool {
     pub name: String,
     pub method: MethodDescriptor,
+    /// How the method streams: a stream of requests is taken from the arguments' `messages`,
+    /// a stream of answers gathered into the result (see [`crate::streams`]).
+    pub kind: CallKind,
+    /// The messages a streaming tool takes or gathers at most.
+    pub max_messages: usize,
     pub cluster: String,
     pub timeout: Duration,
     /// `/package.Service/Method`: the HTTP/2 path of a call.
@@ -157,8 +163,8 @@ impl Catalog {
     }
 }
 
-/// The methods a service's exposure mode selects. `all` skips streaming methods with a log
-/// line each; `selected` refuses them, since the user asked for something that cannot work.
+/// The methods a service's exposure mode selects. `all` takes streaming methods only with
+/// `streaming: true`, and says in the log which it skipped; `selected` takes what it names.
 fn exposed_methods(service: &ServiceDescriptor, config: &ServiceConfig) -> Result<Vec<MethodDescriptor>, ConfigError> {
     let name = service.full_name();
     match config.expose {
@@ -166,14 +172,16 @@ fn exposed_methods(service: &ServiceDescriptor, config: &ServiceConfig) -> Resul
         Exposure::All => Ok(service
             .methods()
             .filter(|method| {
-                let streaming = streaming_kind(method);
-                if let Some(kind) = streaming {
+                let kind = CallKind::of(method);
+                let skipped = kind != CallKind::Unary && !config.streaming;
+                if skipped {
                     info!(
-                        "skipping {kind} method {name}/{}: only unary methods become tools",
+                        "skipping {} method {name}/{}: set `streaming: true` on the service to expose its streaming methods",
+                        kind.label(),
                         method.name()
                     );
                 }
-                streaming.is_none()
+                !skipped
             })
             .collect()),
         Exposure::Selected => {
@@ -184,11 +192,6 @@ fn exposed_methods(service: &ServiceDescriptor, config: &ServiceConfig) -> Resul
                     select_method(service, selector).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
                 if methods.iter().any(|known| known.name() == method.name()) {
                     return Err(ConfigError(format!("{at}: {selector} is listed twice")));
-                }
-                if let Some(kind) = streaming_kind(&method) {
-                    return Err(ConfigError(format!(
-                        "{at}: {selector} is a {kind} method; only unary methods can be tools"
-                    )));
                 }
                 methods.push(method);
             }
@@ -217,15 +220,6 @@ fn select_method(service: &ServiceDescriptor, selector: &str) -> Result<MethodDe
                 known.join(", ")
             )
         })
-}
-
-fn streaming_kind(method: &MethodDescriptor) -> Option<&'static str> {
-    match (method.is_client_streaming(), method.is_server_streaming()) {
-        (false, false) => None,
-        (false, true) => Some("server-streaming"),
-        (true, false) => Some("client-streaming"),
-        (true, true) => Some("bidirectional-streaming"),
-    }
 }
 
 /// Every override must name a tool that exists, or it silently does nothing.
@@ -276,6 +270,15 @@ fn build_tool(
         .clone()
         .or_else(|| docs.method(&method).map(str::to_owned))
         .unwrap_or_else(|| format!("Calls {selector}."));
+    let timeout_ms = overrides.timeout_ms.unwrap_or(config.timeout_ms);
+    let description = match stream_words(
+        CallKind::of(&method),
+        overrides.max_messages.or(config.max_messages),
+        timeout_ms,
+    ) {
+        Some(words) => format!("{description} {words}"),
+        None => description,
+    };
     let title = overrides
         .title
         .clone()
@@ -284,8 +287,22 @@ fn build_tool(
     definition.insert("name".into(), json!(name));
     definition.insert("title".into(), json!(title));
     definition.insert("description".into(), json!(description));
-    let (input_schema, wrap_input) = object_root(tool_schema(&selector, &method.input(), Direction::Input, docs)?);
-    let (output_schema, wrap_output) = object_root(tool_schema(&selector, &method.output(), Direction::Output, docs)?);
+    let kind = CallKind::of(&method);
+    let max_messages = overrides
+        .max_messages
+        .or(config.max_messages)
+        .unwrap_or(DEFAULT_MAX_MESSAGES);
+    let input = tool_schema(&selector, &method.input(), Direction::Input, docs)?;
+    let output = tool_schema(&selector, &method.output(), Direction::Output, docs)?;
+    // A stream's messages are items of an array: each takes its message's own JSON, wrapped or not.
+    let (input_schema, wrap_input) = match kind.sends_many() {
+        true => (messages_input_schema(input, max_messages), false),
+        false => object_root(input),
+    };
+    let (output_schema, wrap_output) = match kind.receives_many() {
+        true => (stream_output_schema(output), false),
+        false => object_root(output),
+    };
     definition.insert("inputSchema".into(), input_schema);
     definition.insert("outputSchema".into(), output_schema);
     let annotations = match &overrides.annotations {
@@ -295,9 +312,10 @@ fn build_tool(
     if !annotations.is_empty() {
         definition.insert("annotations".into(), Value::Object(annotations));
     }
-    let timeout_ms = overrides.timeout_ms.unwrap_or(config.timeout_ms);
     Ok(Tool {
         name,
+        kind,
+        max_messages,
         cluster: config.cluster.clone(),
         timeout: Duration::from_millis(timeout_ms),
         grpc_path: format!("/{selector}"),
@@ -335,6 +353,23 @@ fn tool_schema(
             message.full_name()
         ))
     })
+}
+
+/// What a streaming tool's description adds, so that a model knows how it is called and what
+/// comes back.
+fn stream_words(kind: CallKind, max_messages: Option<usize>, timeout_ms: u64) -> Option<String> {
+    let max = max_messages.unwrap_or(DEFAULT_MAX_MESSAGES);
+    let sends = format!("Takes its request messages as `messages` (at most {max}), sent in order on one stream.");
+    let gathers = format!(
+        "Returns the messages the method streams back as `messages` (at most {max}, within {timeout_ms} ms), \
+         and how the stream ended as `end`."
+    );
+    match kind {
+        CallKind::Unary => None,
+        CallKind::ServerStreaming => Some(gathers),
+        CallKind::ClientStreaming => Some(sends),
+        CallKind::Bidirectional => Some(format!("{sends} {gathers}")),
+    }
 }
 
 pub fn is_valid_tool_name(name: &str) -> bool {

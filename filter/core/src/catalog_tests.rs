@@ -1,5 +1,6 @@
 use super::*;
 use crate::descriptors::embedded_pool;
+use crate::streams::CallKind;
 
 fn build(json: &str) -> Result<Catalog, String> {
     let config = PluginConfig::parse(json.as_bytes()).map_err(|e| e.0)?;
@@ -100,8 +101,8 @@ fn configuration_errors_name_the_key_and_the_fix() {
          "at `services.demo.catalog.v1.CatalogService.methods[0]`: demo.users.v1.UserService/GetUser names service demo.users.v1.UserService, not demo.catalog.v1.CatalogService; list it under `services.demo.users.v1.UserService`"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/GetItem","demo.catalog.v1.CatalogService/GetItem"]}}}"#,
          "at `services.demo.catalog.v1.CatalogService.methods[1]`: demo.catalog.v1.CatalogService/GetItem is listed twice"),
-        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/WatchItems"]}}}"#,
-         "at `services.demo.catalog.v1.CatalogService.methods[0]`: demo.catalog.v1.CatalogService/WatchItems is a server-streaming method; only unary methods can be tools"),
+        (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","max_messages":0}}}"#,
+         "at `services.demo.catalog.v1.CatalogService.max_messages`: must be greater than 0"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"u"}},
              "tools":{"demo.users.v1.UserService/GetUser":{"name":"CatalogService_Search"}}}"#,
          "demo.users.v1.UserService/GetUser would be tool \"CatalogService_Search\", which demo.catalog.v1.CatalogService/Search already is; tool names must be unique"),
@@ -146,4 +147,32 @@ fn an_exponential_tree_is_shared_and_a_schema_too_large_even_so_is_refused() {
          larger than 1048576 bytes of JSON, even with each message that occurs more than once written once under \
          `$defs`; leave the method out (`expose: selected`) or give it a smaller message"
     );
+}
+
+#[test]
+fn streaming_methods_are_tools_when_asked_for() {
+    // `expose: all` takes them with `streaming: true` (and skips them without, see above).
+    let catalog =
+        build(r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","streaming":true,"max_messages":7}}}"#)
+            .unwrap();
+    let watch = catalog.get("CatalogService_WatchItems").unwrap();
+    assert_eq!((watch.kind, watch.max_messages), (CallKind::ServerStreaming, 7));
+    let definition = &watch.definition;
+    // The request is the method's own; the result gathers its stream.
+    assert_eq!(definition["inputSchema"]["properties"]["ids"]["type"], "array");
+    let output = &definition["outputSchema"];
+    assert_eq!(output["required"], serde_json::json!(["messages", "end"]));
+    assert_eq!(
+        output["properties"]["messages"]["items"]["properties"]["item"]["type"],
+        "object"
+    );
+    let description = definition["description"].as_str().unwrap();
+    assert!(description.ends_with("Returns the messages the method streams back as `messages` (at most 7, within 10000 ms), and how the stream ended as `end`."), "{description}");
+    // `expose: selected` may name one directly.
+    let catalog = build(
+        r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/WatchItems"]}},
+            "tools":{"demo.catalog.v1.CatalogService/WatchItems":{"max_messages":3}}}"#,
+    )
+    .unwrap();
+    assert_eq!(catalog.get("CatalogService_WatchItems").unwrap().max_messages, 3);
 }

@@ -24,6 +24,7 @@ pub mod observe;
 pub mod proto_json;
 pub mod reflection;
 pub mod server;
+pub mod streams;
 pub mod upstream;
 
 mod eras;

@@ -15,6 +15,7 @@ use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc::frame::FRAME_PREFIX;
 use crate::http::HeaderPair;
+use crate::streams::CallKind;
 
 /// What of the original request a routed call keeps: route matching needs the scheme, logs
 /// and traces the request id.
@@ -44,6 +45,9 @@ pub struct UpstreamCall {
     metadata: Vec<(String, String)>,
     /// When the host sent it, on the host's clock.
     pub(crate) sent_at: Option<Duration>,
+    /// The request's `_meta.progressToken`, when the answer may be an SSE stream that carries a
+    /// progress notification per message gathered (a lone call of a streaming tool).
+    pub(crate) progress_token: Option<Value>,
 }
 
 impl UpstreamCall {
@@ -63,6 +67,7 @@ impl UpstreamCall {
             frame,
             metadata,
             sent_at: None,
+            progress_token: None,
         }
     }
 
@@ -76,9 +81,20 @@ impl UpstreamCall {
         &self.tool.cluster
     }
 
-    /// How long the call may take: the host's timeout for it.
+    /// How long the call may take: the host's timeout for it (for a stream of answers, the
+    /// window in which they are gathered).
     pub fn timeout(&self) -> Duration {
         self.tool.timeout
+    }
+
+    /// How the method streams.
+    pub fn kind(&self) -> CallKind {
+        self.tool.kind
+    }
+
+    /// For a method whose request is a stream: the request frames, one per message.
+    pub fn request_frames(&self) -> &[u8] {
+        &self.frame
     }
 
     /// The request headers: a unary gRPC call to the method, with the deadline as

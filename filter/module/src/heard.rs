@@ -12,6 +12,7 @@ pub enum Heard {
 pub enum OwnedPart {
     Headers(Vec<(String, Vec<u8>)>),
     Data(Vec<u8>),
+    Message(Vec<u8>),
     Trailers(Vec<(String, Vec<u8>)>),
 }
 
@@ -20,6 +21,7 @@ impl From<CallPart<'_>> for Heard {
         Heard::Part(match part {
             CallPart::Headers(headers) => OwnedPart::Headers(headers),
             CallPart::Data(data) => OwnedPart::Data(data.to_vec()),
+            CallPart::Message(message) => OwnedPart::Message(message.to_vec()),
             CallPart::Trailers(trailers) => OwnedPart::Trailers(trailers),
         })
     }
@@ -31,6 +33,7 @@ impl OwnedPart {
         match self {
             OwnedPart::Headers(headers) => CallPart::Headers(headers.clone()),
             OwnedPart::Data(data) => CallPart::Data(data),
+            OwnedPart::Message(message) => CallPart::Message(message),
             OwnedPart::Trailers(trailers) => CallPart::Trailers(trailers.clone()),
         }
     }

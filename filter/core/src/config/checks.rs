@@ -67,6 +67,11 @@ impl PluginConfig {
                     "at `tools.{selector}.timeout_ms`: must be greater than 0"
                 )));
             }
+            if tool.max_messages == Some(0) {
+                return Err(ConfigError(format!(
+                    "at `tools.{selector}.max_messages`: must be greater than 0"
+                )));
+            }
         }
         for (index, origin) in self.allowed_origins.iter().enumerate() {
             if origin != "*" && !is_origin(origin) {
@@ -119,6 +124,9 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
     }
     if service.timeout_ms == 0 {
         return Err(ConfigError(format!("{}: must be greater than 0", at("timeout_ms"))));
+    }
+    if service.max_messages == Some(0) {
+        return Err(ConfigError(format!("{}: must be greater than 0", at("max_messages"))));
     }
     match (service.expose, service.methods.is_empty()) {
         (Exposure::Selected, true) => {

@@ -201,7 +201,8 @@ pub struct ServerIdentity {
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
 pub enum Exposure {
-    /// Every unary method (streaming ones are skipped, with a log line each).
+    /// Every unary method, and the streaming ones with `streaming: true` (otherwise they are
+    /// skipped, with a log line each).
     #[default]
     All,
     /// Only the methods listed in `methods`.
@@ -232,6 +233,14 @@ pub struct ServiceConfig {
     /// of from the configuration's descriptor set.
     #[serde(default)]
     pub from_reflection: bool,
+    /// With `expose: all`, streaming methods become tools too (server-streaming,
+    /// client-streaming, bidirectional); without it they are skipped, as before streams were
+    /// served. `expose: selected` may name streaming methods whatever this says.
+    #[serde(default)]
+    pub streaming: bool,
+    /// The messages a streaming tool takes or gathers at most; unset: 100.
+    #[serde(default)]
+    pub max_messages: Option<usize>,
 }
 
 /// What a tool shows of itself, instead of what the descriptors say.
@@ -244,6 +253,8 @@ pub struct ToolOverride {
     /// MCP tool annotations (hints for clients, never authorization).
     pub annotations: Option<Annotations>,
     pub timeout_ms: Option<u64>,
+    /// The messages this streaming tool takes or gathers at most.
+    pub max_messages: Option<usize>,
 }
 
 /// MCP tool annotations.

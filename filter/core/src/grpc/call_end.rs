@@ -5,6 +5,7 @@
 use super::frame::{unframe, FRAME_PREFIX};
 use crate::grpc::status::UNAVAILABLE;
 use crate::http::{header_pairs, HeaderPair};
+use crate::streams::StreamCollector;
 
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
 /// gRPC request).
@@ -59,6 +60,8 @@ pub struct CallResponse {
     /// The body's whole size, of which only what fits the limit is kept.
     size: usize,
     trailers: Vec<(String, Vec<u8>)>,
+    /// For a method that answers with a stream: its messages, gathered instead of a body.
+    stream: Option<StreamCollector>,
 }
 
 /// What a host has read of an answer it heard whole: headers, body and trailers.
@@ -69,31 +72,70 @@ pub type WholeAnswer = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>)
 pub enum CallPart<'a> {
     Headers(Vec<(String, Vec<u8>)>),
     Data(&'a [u8]),
+    /// One whole message, from a host that reads gRPC frames itself.
+    Message(&'a [u8]),
     Trailers(Vec<(String, Vec<u8>)>),
 }
 
 impl CallResponse {
-    /// Adds a part; `limit` is `limits.max_response_bytes`.
-    pub fn add(&mut self, part: CallPart<'_>, limit: usize) {
-        match part {
-            CallPart::Headers(headers) => self.headers = headers,
-            CallPart::Data(data) => {
+    /// The response of a call to a method that answers with a stream, gathered within its
+    /// bounds.
+    pub fn streamed(max_messages: usize, max_bytes: usize) -> Self {
+        CallResponse {
+            stream: Some(StreamCollector::new(max_messages, max_bytes)),
+            ..CallResponse::default()
+        }
+    }
+
+    /// Adds a part; `limit` is `limits.max_response_bytes`. How many stream messages it
+    /// completed (none for a unary answer).
+    pub fn add(&mut self, part: CallPart<'_>, limit: usize) -> usize {
+        // An HTTP error's body (Envoy's own words, say) is not a stream of messages.
+        let http_ok = self
+            .headers
+            .iter()
+            .any(|(name, value)| name == ":status" && value == b"200");
+        match (part, self.stream.as_mut().filter(|_| http_ok)) {
+            (CallPart::Headers(headers), _) => self.headers = headers,
+            (CallPart::Trailers(trailers), _) => self.trailers = trailers,
+            (CallPart::Data(data), Some(stream)) => return stream.feed(data),
+            (CallPart::Message(message), Some(stream)) => return usize::from(stream.push(message)),
+            (CallPart::Data(data), None) => {
                 self.size = self.size.saturating_add(data.len());
                 if too_large(self.size, limit).is_none() {
                     self.body.extend_from_slice(data);
                 }
             }
-            CallPart::Trailers(trailers) => self.trailers = trailers,
+            (CallPart::Message(message), None) => {
+                self.size = self.size.saturating_add(message.len() + FRAME_PREFIX);
+                if too_large(self.size, limit).is_none() {
+                    self.body.extend_from_slice(&super::frame::grpc_frame(message));
+                }
+            }
         }
+        0
     }
 
-    /// How the call ended, once the host says it has (`reset`: without a whole answer).
+    /// How the call ended, once the host says it has (`reset`: without a whole answer). For a
+    /// stream, how it closed: its status, or the failure that ended it (the messages are in
+    /// [`Self::stream`]).
     pub fn end(&self, reset: bool, limit: usize) -> CallEnd<'_> {
         if reset {
             return CallEnd::Reset;
         }
-        too_large(self.size, limit)
-            .unwrap_or_else(|| call_end(&header_pairs(&self.headers), &self.body, &header_pairs(&self.trailers)))
+        let (headers, trailers) = (header_pairs(&self.headers), header_pairs(&self.trailers));
+        if self.stream.is_some() {
+            return match answer(&headers, &self.body, &trailers) {
+                Ok(reply) => CallEnd::Replied(GrpcReply { body: &[], ..reply }),
+                Err(end) => end,
+            };
+        }
+        too_large(self.size, limit).unwrap_or_else(|| call_end(&headers, &self.body, &trailers))
+    }
+
+    /// The messages of a stream gathered so far; `None` for a unary answer.
+    pub fn stream(&self) -> Option<&StreamCollector> {
+        self.stream.as_ref()
     }
 
     /// The headers heard so far.

@@ -75,15 +75,25 @@ impl McpHeaders {
             .is_some_and(|media_type| media_type.trim().eq_ignore_ascii_case("application/json"))
     }
 
-    /// This endpoint always answers with `application/json`. A request without `Accept`
-    /// accepts anything (RFC 9110 §12.5.1); otherwise JSON must be among the accepted types.
+    /// Every answer may be `application/json`. A request without `Accept` accepts anything
+    /// (RFC 9110 §12.5.1); otherwise JSON must be among the accepted types.
     pub fn accepts_json(&self) -> bool {
+        self.accepts(&["application/json", "application/*", "*/*"])
+    }
+
+    /// Whether an answer may be an SSE stream (progress notifications, then the result): only
+    /// when the client names it, as MCP clients do (`*/*` alone does not say it reads SSE).
+    pub fn accepts_event_stream(&self) -> bool {
+        self.accept.is_some() && self.accepts(&["text/event-stream"])
+    }
+
+    fn accepts(&self, media_types: &[&str]) -> bool {
         let Some(accept) = self.accept.as_deref() else {
             return true;
         };
         accept.split(',').any(|range| {
             let media_range = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-            matches!(media_range.as_str(), "application/json" | "application/*" | "*/*")
+            media_types.contains(&media_range.as_str())
         })
     }
 }

@@ -28,6 +28,20 @@ impl HttpResponse {
         Self::json(status, jsonrpc::encode(&error.to_value()))
     }
 
+    /// An SSE stream of JSON-RPC messages (progress notifications, then a result).
+    pub fn event_stream(body: Vec<u8>) -> Self {
+        HttpResponse {
+            status: 200,
+            headers: vec![
+                ("content-type", "text/event-stream"),
+                ("cache-control", "no-cache"),
+                // Proxies in front would otherwise hold the events back.
+                ("x-accel-buffering", "no"),
+            ],
+            body,
+        }
+    }
+
     /// For notifications and client responses: accepted, nothing to say.
     pub fn accepted() -> Self {
         HttpResponse {

@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::reply::Heard;
 use super::{Reply, Server};
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeAnswer};
 use crate::http::header_pairs;
@@ -42,9 +43,10 @@ impl Server {
         }
     }
 
-    /// Adds a part of the answer to the call under `token`.
-    pub fn heard(&self, reply: &mut Reply, token: u64, part: CallPart<'_>) {
-        reply.heard(token, part, self.limits.max_response_bytes);
+    /// Adds a part of the answer to the call under `token`; whether the host is to stop the
+    /// call now (a stream of answers reached a bound).
+    pub fn heard(&self, reply: &mut Reply, token: u64, part: CallPart<'_>) -> Heard {
+        reply.heard(token, part)
     }
 
     /// The call under `token` has ended (`reset`: without a whole answer): its result is filed.
@@ -52,7 +54,10 @@ impl Server {
     pub fn call_ended(&self, reply: &mut Reply, token: u64, reset: bool, now: Duration, observed: &mut Observations) {
         if let Some((call, response)) = reply.take(token) {
             let end = timed_out(&call, response.end(reset, self.limits.max_response_bytes), now);
-            self.file(reply, &call, end, now, observed);
+            match response.stream() {
+                Some(stream) => self.file_stream(reply, &call, end, stream, now, observed),
+                None => self.file(reply, &call, end, now, observed),
+            }
         }
     }
 
@@ -67,9 +72,21 @@ impl Server {
         now: Duration,
         observed: &mut Observations,
     ) {
-        let Some((call, _)) = reply.take(token) else {
+        let Some((call, mut response)) = reply.take(token) else {
             return;
         };
+        if response.stream().is_some() {
+            // A stream of answers heard whole: its messages gathered within their bounds.
+            let (headers, body, trailers) = read();
+            response.add(CallPart::Headers(headers), self.limits.max_response_bytes);
+            response.add(CallPart::Data(&body), self.limits.max_response_bytes);
+            response.add(CallPart::Trailers(trailers), self.limits.max_response_bytes);
+            let end = timed_out(&call, response.end(false, self.limits.max_response_bytes), now);
+            if let Some(stream) = response.stream() {
+                self.file_stream(reply, &call, end, stream, now, observed);
+            }
+            return;
+        }
         if let Some(too_large) = too_large(body_size, self.limits.max_response_bytes) {
             return self.file(reply, &call, too_large, now, observed);
         }

@@ -16,6 +16,7 @@
 pub mod calls;
 pub mod methods;
 pub mod reply;
+mod stream_result;
 pub mod tool_call;
 pub mod tool_result;
 
@@ -36,8 +37,13 @@ use crate::proto_json::gate::ArgumentError;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use reply::Reply;
-use reply::{refuse_batch, respond_error, Answer};
+use reply::{refuse_batch, Answer};
 use tool_call::argument_duplicate;
+
+/// A refusal of the whole POST, before any message is handled.
+fn whole_refusal(status: u16, error: &RpcError) -> HttpResponse {
+    HttpResponse::rpc_error(status, error)
+}
 
 /// The W3C trace context headers.
 const TRACE_CONTEXT_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
@@ -284,7 +290,7 @@ impl Server {
             }
             Err((reason, refusal)) => {
                 observed.refused(reason);
-                refusal
+                Outcome::Respond(refusal)
             }
         }
     }
@@ -309,9 +315,9 @@ impl Server {
     fn read_envelope<'a>(
         &self,
         request: McpRequest<'a>,
-    ) -> Result<(RequestContext<'a>, Vec<Value>), (Refusal, Outcome)> {
+    ) -> Result<(RequestContext<'a>, Vec<Value>), (Refusal, HttpResponse)> {
         let parsed = jsonrpc::parse_body(request.body, self.limits.max_json_depth)
-            .map_err(|error| (Refusal::InvalidJson, respond_error(400, &error)))?;
+            .map_err(|error| (Refusal::InvalidJson, whole_refusal(400, &error)))?;
         let (messages, batch) = match parsed.body {
             Body::Single(message) => (vec![message], false),
             Body::Batch(messages) => (messages, true),
@@ -332,7 +338,7 @@ impl Server {
                     );
                     return Err((
                         Refusal::DuplicateKey,
-                        respond_error(400, &RpcError::new(&first_id(), INVALID_REQUEST, message)),
+                        whole_refusal(400, &RpcError::new(&first_id(), INVALID_REQUEST, message)),
                     ));
                 }
             },
@@ -343,14 +349,14 @@ impl Server {
                 id: first_id(),
                 ..error
             };
-            (Refusal::ProtocolVersion, respond_error(400, &error))
+            (Refusal::ProtocolVersion, whole_refusal(400, &error))
         })?;
         let max_batch_size = self.limits.max_batch_size;
         if let Some(refusal) = batch
             .then(|| refuse_batch(era, messages.len(), max_batch_size))
             .flatten()
         {
-            return Err((Refusal::Batch, respond_error(400, &refusal)));
+            return Err((Refusal::Batch, whole_refusal(400, &refusal)));
         }
         let context = RequestContext {
             era,

@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{json, Value};
 
 use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
@@ -66,6 +66,31 @@ pub struct Reply {
     waiting: VecDeque<UpstreamCall>,
     /// Calls out.
     out: Vec<CallOut>,
+    /// `limits.max_response_bytes`, which a stream of answers keeps to over all its messages.
+    max_response_bytes: usize,
+    /// A lone call of a streaming tool that asked for progress: the answer is an SSE stream.
+    progress: Option<Progress>,
+}
+
+/// The progress notifications of a call whose answer is an SSE stream: one per message
+/// gathered, then the result.
+#[derive(Debug)]
+struct Progress {
+    token: Value,
+    /// Messages gathered so far.
+    count: usize,
+    /// Events not yet handed to the host.
+    events: Vec<u8>,
+    /// The host has sent events already, so the answer's head with them.
+    streamed: bool,
+}
+
+/// What a host is to do after handing over part of a call's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Heard {
+    /// A stream of answers reached a bound: cancel the upstream stream now, and say the call
+    /// ended ([`Server::call_ended`](super::Server::call_ended)).
+    pub stop: bool,
 }
 
 impl Reply {
@@ -78,6 +103,8 @@ impl Reply {
             max_in_flight: limits.max_calls_in_flight,
             waiting: VecDeque::new(),
             out: Vec::new(),
+            max_response_bytes: limits.max_response_bytes,
+            progress: None,
         }
     }
 
@@ -95,19 +122,62 @@ impl Reply {
     /// clock as for [`Server::file`](super::Server::file)).
     pub fn started(&mut self, token: u64, mut call: UpstreamCall, now: Duration) {
         call.sent_at = Some(now);
-        self.out.push(CallOut {
-            token,
-            call,
-            response: CallResponse::default(),
-        });
+        let response = match call.kind().receives_many() {
+            true => CallResponse::streamed(call.tool.max_messages, self.max_response_bytes),
+            false => CallResponse::default(),
+        };
+        if let Some(token) = call.progress_token.clone() {
+            self.progress = Some(Progress {
+                token,
+                count: 0,
+                events: Vec::new(),
+                streamed: false,
+            });
+        }
+        self.out.push(CallOut { token, call, response });
     }
 
-    /// Adds what the host heard on the call under `token` (ignored once it has ended);
-    /// `limit` is `limits.max_response_bytes`.
-    pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>, limit: usize) {
-        if let Some(out) = self.out.iter_mut().find(|out| out.token == token) {
-            out.response.add(part, limit);
+    /// Adds what the host heard on the call under `token` (ignored once it has ended), with a
+    /// progress notification per stream message it completed when the answer is an SSE stream.
+    pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>) -> Heard {
+        let Some(out) = self.out.iter_mut().find(|out| out.token == token) else {
+            return Heard { stop: false };
+        };
+        let completed = out.response.add(part, self.max_response_bytes);
+        let stop = out.response.stream().is_some_and(|stream| stream.is_done());
+        if let Some(progress) = &mut self.progress {
+            for _ in 0..completed {
+                progress.count += 1;
+                let notification = json!({
+                    "jsonrpc": "2.0",
+                    "method": "notifications/progress",
+                    "params": {
+                        "progressToken": progress.token,
+                        "progress": progress.count,
+                        "message": format!("{} messages received", progress.count),
+                    },
+                });
+                push_event(&mut progress.events, &jsonrpc::encode(&notification));
+            }
         }
+        Heard { stop }
+    }
+
+    /// The progress notifications not yet handed over, as SSE events, for a host that sends
+    /// them as they come; the answer then carries only the result ([`Self::into_response`]).
+    pub fn take_progress_events(&mut self) -> Option<Vec<u8>> {
+        let progress = self.progress.as_mut()?;
+        if progress.events.is_empty() {
+            return None;
+        }
+        progress.streamed = true;
+        Some(std::mem::take(&mut progress.events))
+    }
+
+    /// Whether the answer is an SSE stream whose head the host has sent already: the rest of
+    /// the answer ([`Self::into_response`]'s body) goes after it, and ends it.
+    pub fn is_streaming_events(&self) -> bool {
+        self.progress.as_ref().is_some_and(|progress| progress.streamed)
     }
 
     /// The headers heard so far on the call under `token`.
@@ -189,6 +259,14 @@ impl Reply {
     /// say (notifications, client responses) is 202.
     pub fn into_response(self) -> HttpResponse {
         let mut answers = self.slots.into_iter().flatten();
+        if let Some(progress) = self.progress {
+            // The progress notifications, then the result, as SSE events.
+            let mut body = if progress.streamed { Vec::new() } else { progress.events };
+            if let Some(answer) = answers.next() {
+                push_event(&mut body, &answer.body);
+            }
+            return HttpResponse::event_stream(body);
+        }
         if !self.batch {
             return match answers.next() {
                 Some(answer) => HttpResponse::json(answer.status, answer.body),
@@ -211,6 +289,13 @@ impl Reply {
     }
 }
 
+/// One SSE event that carries a JSON-RPC message.
+fn push_event(events: &mut Vec<u8>, message: &[u8]) {
+    events.extend_from_slice(b"event: message\ndata: ");
+    events.extend_from_slice(message);
+    events.extend_from_slice(b"\n\n");
+}
+
 /// Batches are a 2025-03-26 feature, never empty, and at most `max` messages long.
 pub(crate) fn refuse_batch(era: Era, size: usize, max: usize) -> Option<RpcError> {
     let message = match era {
@@ -227,9 +312,4 @@ pub(crate) fn refuse_batch(era: Era, size: usize, max: usize) -> Option<RpcError
         ),
     };
     Some(RpcError::new(&Value::Null, INVALID_REQUEST, message))
-}
-
-/// A refusal of the whole POST, before any message is handled.
-pub(crate) fn respond_error(status: u16, error: &RpcError) -> super::Outcome {
-    super::Outcome::Respond(HttpResponse::rpc_error(status, error))
 }

@@ -15,6 +15,8 @@ use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
+use crate::proto_json::json_type;
+use crate::streams::MESSAGES;
 use crate::unique_keys::DuplicateKey;
 use crate::upstream::UpstreamCall;
 use crate::wrapped_root::unwrap_arguments;
@@ -59,17 +61,24 @@ impl Server {
         };
         let checked = match &context.duplicate_argument {
             Some(duplicate) => Err(duplicate.clone()),
-            None => self.request_message(tool, arguments),
+            None => self.request_frames(tool, arguments),
         };
         match checked {
-            Ok(message) => Ok(Handled::Call(UpstreamCall::new(
-                Arc::clone(tool),
-                id.clone(),
-                context.era,
-                slot,
-                grpc_frame(&message),
-                call_metadata(tool, context.headers),
-            ))),
+            Ok(frames) => {
+                let mut call = UpstreamCall::new(
+                    Arc::clone(tool),
+                    id.clone(),
+                    context.era,
+                    slot,
+                    frames,
+                    call_metadata(tool, context.headers),
+                );
+                // Progress goes on an SSE answer to one call, when the client reads SSE.
+                if !context.batch && tool.kind.receives_many() && context.headers.accepts_event_stream() {
+                    call.progress_token = progress_token(params);
+                }
+                Ok(Handled::Call(call))
+            }
             Err(error) => {
                 observed.arguments_refused(tool, &error.path);
                 let text = format!(
@@ -84,9 +93,39 @@ impl Server {
         }
     }
 
-    /// The request message, protobuf-encoded, if the arguments pass every check.
+    /// The request's gRPC frames, if the arguments pass every check: one message, or, for a
+    /// method that takes a stream, one per item of `messages`, each checked like a unary call's
+    /// arguments (a refusal names its item: `messages[3].user_id`).
+    fn request_frames(&self, tool: &Tool, arguments: &Value) -> Result<Vec<u8>, ArgumentError> {
+        if !tool.kind.sends_many() {
+            let arguments = unwrap_arguments(tool.wrap_input, arguments)?;
+            return Ok(grpc_frame(&self.request_message(tool, arguments)?));
+        }
+        let items = stream_items(tool, arguments)?;
+        let mut frames = Vec::new();
+        for (index, item) in items.iter().enumerate() {
+            let message = self.request_message(tool, item).map_err(|error| ArgumentError {
+                path: match error.path.as_str() {
+                    "." => format!("{MESSAGES}[{index}]"),
+                    path if path.starts_with('[') => format!("{MESSAGES}[{index}]{path}"),
+                    path => format!("{MESSAGES}[{index}].{path}"),
+                },
+                ..error
+            })?;
+            frames.extend_from_slice(&grpc_frame(&message));
+        }
+        let limit = self.limits.max_request_message_bytes;
+        if frames.len() > limit {
+            return Err(ArgumentError {
+                path: MESSAGES.into(),
+                problem: format!("the messages encode to {} bytes; the limit is {limit}", frames.len()),
+            });
+        }
+        Ok(frames)
+    }
+
+    /// One request message, protobuf-encoded, if its JSON passes every check.
     fn request_message(&self, tool: &Tool, arguments: &Value) -> Result<Vec<u8>, ArgumentError> {
-        let arguments = unwrap_arguments(tool.wrap_input, arguments)?;
         let input = tool.method.input();
         let message = self.catalog.gate().encode(&input, arguments)?;
         let limit = self.limits.max_request_message_bytes;
@@ -98,6 +137,54 @@ impl Server {
         }
         Ok(message)
     }
+}
+
+/// `params._meta.progressToken`: a string or an integer.
+fn progress_token(params: &Map<String, Value>) -> Option<Value> {
+    let token = params.get("_meta")?.get("progressToken")?;
+    (token.is_string() || token.is_i64() || token.is_u64()).then(|| token.clone())
+}
+
+/// The items of a streaming call's `messages`: an array of at most the tool's `max_messages`,
+/// and nothing else beside it.
+fn stream_items<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Vec<Value>, ArgumentError> {
+    let refuse = |path: &str, problem: String| ArgumentError {
+        path: path.to_owned(),
+        problem,
+    };
+    let Value::Object(object) = arguments else {
+        return Err(refuse(
+            ".",
+            format!("expected an object with `{MESSAGES}`, got {}", json_type(arguments)),
+        ));
+    };
+    if let Some(other) = object.keys().find(|key| key.as_str() != MESSAGES) {
+        return Err(refuse(
+            other,
+            format!("unknown field; the arguments take `{MESSAGES}` only"),
+        ));
+    }
+    let items = match object.get(MESSAGES) {
+        Some(Value::Array(items)) => items,
+        Some(other) => {
+            return Err(refuse(
+                MESSAGES,
+                format!("expected an array of messages, got {}", json_type(other)),
+            ))
+        }
+        None => return Err(refuse(MESSAGES, "required: the request messages, in order".to_owned())),
+    };
+    if items.len() > tool.max_messages {
+        return Err(refuse(
+            MESSAGES,
+            format!(
+                "{} messages; the tool takes at most {} (max_messages)",
+                items.len(),
+                tool.max_messages
+            ),
+        ));
+    }
+    Ok(items)
 }
 
 /// The service's static metadata, then each forwarded header the request carries (a static

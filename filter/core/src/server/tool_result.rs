@@ -33,8 +33,19 @@ impl Server {
         now: Duration,
         observed: &mut Observations,
     ) {
-        let tool = &call.tool;
-        let (status, outcome) = match end {
+        let (status, outcome) = self.outcome(&call.tool, end);
+        observed.call_ended(&call.tool, status, call.upstream_time(now));
+        let result = match &outcome {
+            Ok(content) => ToolResult::success(content),
+            Err(text) => ToolResult::error(text),
+        };
+        reply.fill(call.slot, self.tool_result(call.era, &call.request_id, &result));
+    }
+
+    /// How a call that ended as `end` went: its gRPC status, and its structured content as
+    /// JSON text, or the words of its failure.
+    pub(super) fn outcome(&self, tool: &Tool, end: CallEnd<'_>) -> (u32, Result<String, String>) {
+        match end {
             CallEnd::Replied(grpc) => self.content_or_failure(tool, grpc),
             CallEnd::TooLarge { size } => {
                 let limit = self.limits.max_response_bytes;
@@ -66,13 +77,7 @@ impl Server {
                 }
                 failure(tool, status::of_http(status), &message)
             }
-        };
-        observed.call_ended(tool, status, call.upstream_time(now));
-        let result = match &outcome {
-            Ok(content) => ToolResult::success(content),
-            Err(text) => ToolResult::error(text),
-        };
-        reply.fill(call.slot, self.tool_result(call.era, &call.request_id, &result));
+        }
     }
 
     /// The structured content of a successful call, as JSON text; or the words for a failure.
@@ -123,10 +128,10 @@ impl Server {
             json.push_str(r#","structuredContent":"#);
             json.push_str(structured);
         }
-        json.push_str(if result.structured.is_some() {
-            r#","isError":false"#
-        } else {
+        json.push_str(if result.is_error {
             r#","isError":true"#
+        } else {
+            r#","isError":false"#
         });
         if era == Era::Modern {
             json.push_str(r#","resultType":"complete","_meta":"#);
@@ -137,12 +142,12 @@ impl Server {
     }
 }
 
-fn rpc_name(tool: &Tool) -> String {
+pub(super) fn rpc_name(tool: &Tool) -> String {
     format!("{}/{}", tool.service_name(), tool.method_name())
 }
 
 /// A call that failed with `status`, and its words.
-fn failure(tool: &Tool, status: u32, message: &str) -> (u32, Result<String, String>) {
+pub(super) fn failure(tool: &Tool, status: u32, message: &str) -> (u32, Result<String, String>) {
     (status, Err(grpc_failure_text(tool, status, message)))
 }
 
@@ -166,17 +171,32 @@ fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
 pub(super) struct ToolResult<'a> {
     text: &'a str,
     structured: Option<&'a str>,
+    is_error: bool,
 }
 
 impl<'a> ToolResult<'a> {
-    fn success(content_json: &'a str) -> Self {
+    pub(super) fn success(content_json: &'a str) -> Self {
         ToolResult {
             text: content_json,
             structured: Some(content_json),
+            is_error: false,
         }
     }
 
     pub(super) fn error(text: &'a str) -> Self {
-        ToolResult { text, structured: None }
+        ToolResult {
+            text,
+            structured: None,
+            is_error: true,
+        }
+    }
+
+    /// A failure that still carries what came before it (a stream's messages).
+    pub(super) fn error_with_content(text: &'a str, content_json: &'a str) -> Self {
+        ToolResult {
+            text,
+            structured: Some(content_json),
+            is_error: true,
+        }
     }
 }

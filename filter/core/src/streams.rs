@@ -1,0 +1,280 @@
+//! Streaming gRPC methods as tools. A method that takes a stream reads its messages from the
+//! arguments' `messages` array; a method that answers with one gathers its messages into
+//! `{"messages": [...], "end": {"reason", "count"}}`, until the stream ends or a bound stops it:
+//! `max_messages`, `limits.max_response_bytes` over all messages, or the tool's deadline (its
+//! collection window). A stream stopped by a bound is not a failure; the host cancels the
+//! upstream stream at once.
+
+use serde_json::{json, Map, Value};
+
+use crate::grpc::frame::FRAME_PREFIX;
+
+/// The property that holds a stream's messages, in arguments and in structured content.
+pub const MESSAGES: &str = "messages";
+/// The property that says how an answered stream ended.
+pub const END: &str = "end";
+/// Messages a streaming tool gathers (or takes) at most, unless configured.
+pub const DEFAULT_MAX_MESSAGES: usize = 100;
+
+/// How a gRPC method streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallKind {
+    Unary,
+    ServerStreaming,
+    ClientStreaming,
+    Bidirectional,
+}
+
+impl CallKind {
+    pub fn of(method: &prost_reflect::MethodDescriptor) -> Self {
+        match (method.is_client_streaming(), method.is_server_streaming()) {
+            (false, false) => CallKind::Unary,
+            (false, true) => CallKind::ServerStreaming,
+            (true, false) => CallKind::ClientStreaming,
+            (true, true) => CallKind::Bidirectional,
+        }
+    }
+
+    /// As a user reads it (`switchblade tools`, log lines, errors).
+    pub fn label(self) -> &'static str {
+        match self {
+            CallKind::Unary => "unary",
+            CallKind::ServerStreaming => "server-streaming",
+            CallKind::ClientStreaming => "client-streaming",
+            CallKind::Bidirectional => "bidirectional-streaming",
+        }
+    }
+
+    /// Whether the tool's arguments are a stream of request messages.
+    pub fn sends_many(self) -> bool {
+        matches!(self, CallKind::ClientStreaming | CallKind::Bidirectional)
+    }
+
+    /// Whether the tool's result gathers a stream of response messages.
+    pub fn receives_many(self) -> bool {
+        matches!(self, CallKind::ServerStreaming | CallKind::Bidirectional)
+    }
+}
+
+/// Why a gathered stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    /// The upstream ended the stream (with whatever status).
+    Complete,
+    /// `max_messages` came; the stream was cancelled.
+    MaxMessages,
+    /// The next message would have passed `limits.max_response_bytes`; the stream was cancelled.
+    MaxBytes,
+    /// The tool's deadline (its collection window) passed; the stream was cancelled.
+    Deadline,
+}
+
+impl EndReason {
+    pub const ALL: [EndReason; 4] = [
+        EndReason::Complete,
+        EndReason::MaxMessages,
+        EndReason::MaxBytes,
+        EndReason::Deadline,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            EndReason::Complete => "complete",
+            EndReason::MaxMessages => "max_messages",
+            EndReason::MaxBytes => "max_bytes",
+            EndReason::Deadline => "deadline",
+        }
+    }
+}
+
+/// Takes a schema's `$defs` up to `root`, so that the `$ref`s inside it still resolve once it is
+/// nested in `root`.
+fn hoist_defs(mut schema: Value, root: &mut Map<String, Value>) -> Value {
+    if let Some(defs) = schema.as_object_mut().and_then(|map| map.remove("$defs")) {
+        root.insert("$defs".into(), defs);
+    }
+    schema
+}
+
+/// The input schema of a tool whose method takes a stream: `{"messages": [item, ...]}`, with
+/// at most `max_messages` items.
+pub fn messages_input_schema(item: Value, max_messages: usize) -> Value {
+    let mut root = Map::new();
+    let item = hoist_defs(item, &mut root);
+    root.insert("type".into(), json!("object"));
+    root.insert(
+        "properties".into(),
+        json!({ MESSAGES: {
+            "type": "array",
+            "items": item,
+            "maxItems": max_messages,
+            "description": format!("The request messages, sent in order on one stream (at most {max_messages})."),
+        }}),
+    );
+    root.insert("required".into(), json!([MESSAGES]));
+    root.insert("additionalProperties".into(), json!(false));
+    Value::Object(root)
+}
+
+/// The output schema of a tool whose method answers with a stream.
+pub fn stream_output_schema(item: Value) -> Value {
+    let mut root = Map::new();
+    let item = hoist_defs(item, &mut root);
+    let reasons: Vec<&str> = EndReason::ALL.iter().map(|reason| reason.label()).collect();
+    root.insert("type".into(), json!("object"));
+    root.insert(
+        "properties".into(),
+        json!({
+            MESSAGES: {"type": "array", "items": item, "description": "The messages the method sent, in order."},
+            END: {
+                "type": "object",
+                "description": "How the stream ended: the upstream ended it (complete), or a bound stopped it and it was cancelled.",
+                "properties": {
+                    "reason": {"type": "string", "enum": reasons},
+                    "count": {"type": "integer", "minimum": 0, "description": "How many messages came."},
+                },
+                "required": ["reason", "count"],
+                "additionalProperties": false,
+            },
+        }),
+    );
+    root.insert("required".into(), json!([MESSAGES, END]));
+    root.insert("additionalProperties".into(), json!(false));
+    Value::Object(root)
+}
+
+/// The messages of an answered stream as its bytes come, in chunks that may split a frame
+/// anywhere, kept within the tool's bounds. A bound reached stops it: what comes after is not
+/// kept, and the host cancels the upstream stream.
+#[derive(Debug)]
+pub struct StreamCollector {
+    /// The start of a frame whose end has not come yet.
+    pending: Vec<u8>,
+    messages: Vec<Vec<u8>>,
+    /// Bytes of the messages kept.
+    bytes: usize,
+    max_messages: usize,
+    max_bytes: usize,
+    stopped: Option<EndReason>,
+    /// The stream broke gRPC's framing; nothing more is read.
+    broken: Option<&'static str>,
+}
+
+impl StreamCollector {
+    pub fn new(max_messages: usize, max_bytes: usize) -> Self {
+        StreamCollector {
+            pending: Vec::new(),
+            messages: Vec::new(),
+            bytes: 0,
+            max_messages,
+            max_bytes,
+            stopped: None,
+            broken: None,
+        }
+    }
+
+    /// Reads a chunk of the stream's body; how many messages it completed.
+    pub fn feed(&mut self, mut chunk: &[u8]) -> usize {
+        let before = self.messages.len();
+        while !chunk.is_empty() && !self.is_done() {
+            // Complete the frame prefix first: it says how long the message is.
+            if self.pending.len() < FRAME_PREFIX {
+                let wanted = (FRAME_PREFIX - self.pending.len()).min(chunk.len());
+                let (head, rest) = chunk.split_at(wanted);
+                self.pending.extend_from_slice(head);
+                chunk = rest;
+                if self.pending.len() < FRAME_PREFIX {
+                    break;
+                }
+                if self.pending[0] != 0 {
+                    self.broken = Some("the upstream's answer is compressed, and no compression was offered");
+                    break;
+                }
+                let length = self.declared_length();
+                if length > self.max_bytes.saturating_sub(self.bytes) {
+                    self.stopped = Some(EndReason::MaxBytes);
+                    break;
+                }
+                self.pending.reserve(length);
+            }
+            let missing = FRAME_PREFIX + self.declared_length() - self.pending.len();
+            let (body, rest) = chunk.split_at(missing.min(chunk.len()));
+            self.pending.extend_from_slice(body);
+            chunk = rest;
+            if self.pending.len() == FRAME_PREFIX + self.declared_length() {
+                let message = self.pending.split_off(FRAME_PREFIX);
+                self.pending.clear();
+                self.keep(message);
+            }
+        }
+        self.messages.len() - before
+    }
+
+    /// Takes one message as a host that reads frames itself hands it over; whether it was kept.
+    pub fn push(&mut self, message: &[u8]) -> bool {
+        if self.is_done() {
+            return false;
+        }
+        if message.len() > self.max_bytes.saturating_sub(self.bytes) {
+            self.stopped = Some(EndReason::MaxBytes);
+            return false;
+        }
+        self.keep(message.to_vec());
+        true
+    }
+
+    fn keep(&mut self, message: Vec<u8>) {
+        self.bytes += message.len();
+        self.messages.push(message);
+        if self.messages.len() >= self.max_messages {
+            self.stopped = Some(EndReason::MaxMessages);
+        }
+    }
+
+    fn declared_length(&self) -> usize {
+        let prefix = [self.pending[1], self.pending[2], self.pending[3], self.pending[4]];
+        usize::try_from(u32::from_be_bytes(prefix)).unwrap_or(usize::MAX)
+    }
+
+    /// Whether nothing more is read: a bound stopped the stream, or it broke.
+    pub fn is_done(&self) -> bool {
+        self.stopped.is_some() || self.broken.is_some()
+    }
+
+    /// The bound that stopped the stream, if one did.
+    pub fn stopped(&self) -> Option<EndReason> {
+        self.stopped
+    }
+
+    /// Why the stream's framing broke, if it did: the stream ended inside a frame counts only
+    /// once it has ended ([`Self::end`]).
+    pub fn broken(&self) -> Option<&'static str> {
+        self.broken
+    }
+
+    pub fn messages(&self) -> &[Vec<u8>] {
+        &self.messages
+    }
+
+    /// How the stream ended once the upstream (or the host, at the deadline) ended it, or
+    /// why its bytes are not a stream of messages.
+    pub fn end(&self, deadline_passed: bool) -> Result<EndReason, &'static str> {
+        if let Some(problem) = self.broken {
+            return Err(problem);
+        }
+        if let Some(reason) = self.stopped {
+            return Ok(reason);
+        }
+        if deadline_passed {
+            return Ok(EndReason::Deadline);
+        }
+        if !self.pending.is_empty() {
+            return Err("the upstream's answer ends inside a gRPC frame");
+        }
+        Ok(EndReason::Complete)
+    }
+}
+
+#[cfg(test)]
+#[path = "streams_tests.rs"]
+mod tests;
