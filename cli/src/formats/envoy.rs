@@ -14,7 +14,8 @@ from the directory the .wasm path is relative to), or copy its parts into your o
      reads the body, and caps their size (Envoy answers 413 past it).
   3. clusters: one HTTP/2 cluster per gRPC service; set each address (127.0.0.1:50051 here).
   4. stats_config: the tag extraction of Switchblade's stats (README: Observability).
-The listener serves 127.0.0.1:10000; put your other routes after the MCP one.";
+The listener serves 127.0.0.1:10000, the admin 127.0.0.1:9901; put your other routes after
+the MCP one.";
 
 const ECDS_COMMENT: &str = "\
 ECDS resource for the switchblade filter. Write it beside the watched file, then rename it

@@ -133,11 +133,13 @@ fn http2_cluster(name: &str) -> Value {
 }
 
 /// A bootstrap with one listener on 127.0.0.1:10000 that serves `routes` through
-/// `http_filters`, the HTTP/2 clusters of the configuration, and the stats' tag extraction.
+/// `http_filters`, the HTTP/2 clusters of the configuration, the stats' tag extraction, and
+/// Envoy's admin on 127.0.0.1:9901 (its /stats show the filter's).
 fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Value>) -> Value {
     let clusters: Vec<Value> = cluster_names(wiring).iter().map(|name| http2_cluster(name)).collect();
     json!({
         "stats_config": {"stats_tags": stats_tags()},
+        "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 9901}}},
         "static_resources": {
             "listeners": [{
                 "name": "mcp",

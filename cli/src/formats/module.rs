@@ -18,7 +18,8 @@ or copy its parts into your own:
   3. The route for the MCP path, which the module answers itself.
   4. clusters: one HTTP/2 cluster per gRPC service; set each address (127.0.0.1:50051 here).
   5. stats_config: the tag extraction of Switchblade's stats (README: Observability).
-The listener serves 127.0.0.1:10000; put your other routes after these two.";
+The listener serves 127.0.0.1:10000, the admin 127.0.0.1:9901; put your other routes after
+these two.";
 
 /// The route of the tool calls the module forwards, to the cluster it names in the header.
 fn routed_call_route() -> Value {
