@@ -8,6 +8,7 @@ use std::path::Path;
 use prost::Message;
 use prost_types::{FileDescriptorProto, FileDescriptorSet};
 use protox::file::{FileResolver, GoogleFileResolver};
+use switchblade_core::descriptors::googleapis::{self, GOOGLEAPIS_DIRECTORIES};
 use switchblade_core::descriptors::{encode_set, keep_only_comments, set_files, EMBEDDED_DESCRIPTOR_SET};
 
 /// Switchblade's declaration of the `buf.validate` options (`proto/buf/validate/validate.proto`,
@@ -16,16 +17,33 @@ use switchblade_core::descriptors::{encode_set, keep_only_comments, set_files, E
 pub const VALIDATE_PROTO: &str = "buf/validate/validate.proto";
 pub const VALIDATE_PROTO_SOURCE: &str = include_str!("../../proto/buf/validate/validate.proto");
 
-/// Resolves `buf/validate/validate.proto` to Switchblade's copy, after the include paths.
-pub struct BundledFiles;
+/// The files the CLI has built in, for people: what an import can name without `-I`.
+pub fn built_in_description() -> String {
+    let directories: Vec<String> = ["google/protobuf/"]
+        .into_iter()
+        .chain(GOOGLEAPIS_DIRECTORIES)
+        .map(|directory| format!("{directory}*"))
+        .collect();
+    format!("{}, {VALIDATE_PROTO}", directories.join(", "))
+}
 
-impl FileResolver for BundledFiles {
+/// Resolves the files the CLI has built in, after the include paths (a copy on an include path
+/// wins): the well-known `google/protobuf/*.proto`, Google's common protos
+/// (`third_party/googleapis`: `google/api`, `google/rpc`, `google/type`, `google/longrunning`)
+/// and `buf/validate/validate.proto`.
+pub struct BuiltInFiles;
+
+impl FileResolver for BuiltInFiles {
     fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
         if name == VALIDATE_PROTO {
-            protox::file::File::from_source(name, VALIDATE_PROTO_SOURCE)
-        } else {
-            Err(protox::Error::file_not_found(name))
+            return protox::file::File::from_source(name, VALIDATE_PROTO_SOURCE);
         }
+        if let Some(bytes) = googleapis::file(name) {
+            // Decoded with its bytes kept: the custom options (`google.api.http`,
+            // `google.api.field_behavior`) survive into the set the CLI writes.
+            return protox::file::File::decode_file_descriptor_proto(bytes).map_err(protox::Error::new);
+        }
+        GoogleFileResolver::new().open_file(name)
     }
 }
 
@@ -58,18 +76,35 @@ pub fn files_of_set(set: &[u8]) -> Result<Vec<File>, String> {
         .collect()
 }
 
+/// How protoc writes a set that `--descriptor-set` takes: with the imports, and with the
+/// comments, which become the tools' descriptions.
+pub const PROTOC_COMMAND: &str =
+    "protoc --include_imports --include_source_info --descriptor_set_out=set.binpb -I DIR FILE.proto";
+
+/// Whether no file of the set that defines a service has comments: the tools would have no
+/// descriptions (protoc leaves source info out unless told).
+pub fn services_lack_comments(set: &[u8]) -> bool {
+    FileDescriptorSet::decode(set).is_ok_and(|set| {
+        set.file.iter().filter(|file| !file.service.is_empty()).all(|file| {
+            file.source_code_info
+                .as_ref()
+                .is_none_or(|info| info.location.is_empty())
+        })
+    })
+}
+
 /// How to write a set that holds its imports, for the errors that find one that does not.
 const WITH_IMPORTS: &str = "build it with --include_imports (protoc) or without --exclude-imports (buf)";
 
-/// A `--descriptor-set` file, closed under imports (the well-known `google/protobuf/*.proto`
-/// files it lacks are filled in from built-in copies), in import order, with only the comments
-/// of its source info: the `descriptor_set` of a plugin configuration.
+/// A `--descriptor-set` file, closed under imports (the built-in files it lacks, see
+/// [`well_known`], are filled in), in import order, with only the comments of its source info:
+/// the `descriptor_set` of a plugin configuration.
 pub fn read(path: &Path) -> Result<Vec<u8>, String> {
     let bytes = std::fs::read(path).map_err(|error| format!("--descriptor-set {}: {error}", path.display()))?;
     let not_a_set = |why: String| {
         format!(
             "--descriptor-set {}: not a binary FileDescriptorSet ({why}); write one with `buf build -o set.binpb` \
-             or `protoc --include_imports --descriptor_set_out=set.pb`",
+             or `{PROTOC_COMMAND}`",
             path.display()
         )
     };
@@ -134,9 +169,10 @@ pub fn missing_imports(files: &[File]) -> Vec<(String, String)> {
     missing
 }
 
-/// A well-known `google/protobuf/*.proto` file from protox's built-in copies (the ones the
-/// `.proto` route compiles against, without comments), or `buf/validate/validate.proto` from
-/// the filter's embedded set.
+/// A file the CLI has built in (see [`BuiltInFiles`]), for a set or a server's reflection that
+/// imports it without carrying it: a well-known `google/protobuf/*.proto` file from protox's
+/// copies (the ones the `.proto` route compiles against, without comments), one of Google's
+/// common protos, or `buf/validate/validate.proto` from the filter's embedded set.
 pub fn well_known(name: &str) -> Option<File> {
     if name == VALIDATE_PROTO {
         return set_files(EMBEDDED_DESCRIPTOR_SET)
@@ -144,6 +180,9 @@ pub fn well_known(name: &str) -> Option<File> {
             .into_iter()
             .filter_map(|bytes| File::decode(bytes.to_vec()).ok())
             .find(|file| file.name() == VALIDATE_PROTO);
+    }
+    if let Some(bytes) = googleapis::file(name) {
+        return File::decode(bytes.to_vec()).ok();
     }
     if !name.starts_with("google/protobuf/") {
         return None;
@@ -244,7 +283,9 @@ mod tests {
         );
         assert!(well_known("google/protobuf/empty.proto").is_some());
         assert!(well_known("google/protobuf/nope.proto").is_none());
-        assert!(well_known("google/api/field_behavior.proto").is_none());
+        assert!(well_known("google/api/field_behavior.proto").is_some());
+        assert!(well_known("google/longrunning/operations.proto").is_some());
+        assert!(well_known("google/cloud/location/locations.proto").is_none());
         assert_eq!(well_known(VALIDATE_PROTO).unwrap().name(), VALIDATE_PROTO);
     }
 

@@ -6,7 +6,10 @@ use std::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tonic::body::Body;
 use tonic::codegen::http::uri::PathAndQuery;
+use tonic::codegen::http::{Request, Response, StatusCode};
+use tonic::codegen::{BoxFuture, Context, Poll, Service};
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint};
 use tonic::{Code, Status};
 use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
@@ -65,8 +68,38 @@ enum Failure {
     Other(String),
 }
 
+/// A channel whose HTTP answers without a gRPC status arrive without their body. An HTTP/2
+/// server that is not gRPC (Envoy's admin port, say) answers an unknown path with an error
+/// page; tonic would read the page as gRPC messages and report a framing error ("invalid
+/// compression flag"), where the status (HTTP 404, no gRPC status) is what tells the story.
+#[derive(Clone)]
+struct HttpErrorsWithoutBody(Channel);
+
+impl Service<Request<Body>> for HttpErrorsWithoutBody {
+    type Response = Response<Body>;
+    type Error = tonic::transport::Error;
+    type Future = BoxFuture<Self::Response, Self::Error>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.0.poll_ready(context)
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let answer = self.0.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            let has_grpc_status = response.headers().contains_key("grpc-status");
+            if response.status() == StatusCode::OK || has_grpc_status {
+                Ok(response)
+            } else {
+                Ok(response.map(|_| Body::empty()))
+            }
+        })
+    }
+}
+
 struct Reflection {
-    channel: Channel,
+    channel: HttpErrorsWithoutBody,
     address: String,
     tls: bool,
     version: Version,
@@ -117,7 +150,7 @@ impl Reflection {
             }
         })?;
         Ok(Reflection {
-            channel,
+            channel: HttpErrorsWithoutBody(channel),
             address: address.clone(),
             tls,
             version: Version::V1,

@@ -1,28 +1,37 @@
 //! Compiles every `.proto` under `../proto` into one descriptor set that the filter embeds,
-//! so the released `.wasm` serves the demo services with no extra configuration.
+//! so the released `.wasm` serves the demo services with no extra configuration. With the
+//! `googleapis` feature, also compiles Google's common protos (`third_party/googleapis`) into a
+//! second set of their own, which the filter does not embed unless it enables the feature.
 
 use std::path::{Path, PathBuf};
 use std::{env, fs, io};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let proto_root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto");
-    println!("cargo:rerun-if-changed={}", proto_root.display());
+    let out_dir = PathBuf::from(env::var("OUT_DIR")?);
+    fs::write(out_dir.join("switchblade_descriptors.bin"), compile_tree(&proto_root)?)?;
 
+    if env::var_os("CARGO_FEATURE_GOOGLEAPIS").is_some() {
+        let googleapis = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../third_party/googleapis");
+        fs::write(out_dir.join("googleapis_descriptors.bin"), compile_tree(&googleapis)?)?;
+    }
+    Ok(())
+}
+
+/// Every `.proto` under `root`, compiled with their comments and imports.
+fn compile_tree(root: &Path) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    println!("cargo:rerun-if-changed={}", root.display());
     let mut files = Vec::new();
-    collect_protos(&proto_root, &mut files)?;
+    collect_protos(root, &mut files)?;
     files.sort();
     let relative: Vec<PathBuf> = files
         .iter()
-        .map(|file| file.strip_prefix(&proto_root).map(Path::to_path_buf))
+        .map(|file| file.strip_prefix(root).map(Path::to_path_buf))
         .collect::<Result<_, _>>()?;
-
-    let mut compiler = protox::Compiler::new([&proto_root])?;
+    let mut compiler = protox::Compiler::new([root])?;
     compiler.include_source_info(true).include_imports(true);
     compiler.open_files(relative)?;
-
-    let out = PathBuf::from(env::var("OUT_DIR")?).join("switchblade_descriptors.bin");
-    fs::write(out, compiler.encode_file_descriptor_set())?;
-    Ok(())
+    Ok(compiler.encode_file_descriptor_set())
 }
 
 fn collect_protos(dir: &Path, files: &mut Vec<PathBuf>) -> io::Result<()> {

@@ -2,7 +2,9 @@
 each passes the filter's own validation (`switchblade check`), a wrong one is refused with the
 key named, and each manifest holds together the way its control plane reads it: the clusters
 are named as Istio and Envoy Gateway name them, the buffer filter follows the Wasm filter on the
-MCP route, and Envoy Gateway's proxy gets the stats' tag extraction the CLI prints."""
+MCP route, and Envoy Gateway's proxy gets the stats' tag extraction the CLI prints. What
+`switchblade config --format istio|envoy-gateway` prints is what these manifests hold, and
+`switchblade check` reports every file of the repository."""
 
 from __future__ import annotations
 
@@ -40,6 +42,72 @@ def test_every_embedded_configuration_passes_the_filters_validation() -> None:
     assert f"{ISTIO}: WasmPlugin istio-system/switchblade: 3 tools" in lines
     assert f"{ENVOY_GATEWAY}: EnvoyExtensionPolicy switchblade/switchblade: 3 tools" in lines
     assert len(lines) == 2 + len(ENVOY_FILES), lines
+
+
+def test_check_reports_every_file_of_the_repository(tmp_path: Path) -> None:
+    """The README's command, from a directory without the demo's ECDS file: each file that
+    configures the filter passes; envoy/demo.yaml says where its ECDS file is not."""
+    files = sorted(REPO.glob("envoy/*.yaml")) + sorted(REPO.glob("deploy/*/*.yaml")) + sorted(REPO.glob("envoy/ecds/*.yaml"))
+    result = subprocess.run([str(CLI_BIN), "check", *map(str, files)], cwd=tmp_path, capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert len(lines) == len(files), lines
+    for path, line in zip(files, lines):
+        assert line.startswith(f"{path}: "), line
+        if path.name == "demo.yaml" and path.parent.name == "envoy":
+            assert ".work/ecds/switchblade.yaml does not exist (yet), so it was not checked" in line, line
+        else:
+            assert line.endswith(": 3 tools"), line
+
+
+def printed(flavour: str, cluster: str) -> list[dict]:
+    """What `switchblade config --format FLAVOUR` prints for the demo's services on `cluster`."""
+    text = subprocess.run(
+        [str(CLI_BIN), "config", "-I", "proto", "demo/catalog/v1/catalog.proto", "demo/users/v1/users.proto",
+         "--service", f"demo.catalog.v1.CatalogService={cluster}", "--service", f"demo.users.v1.UserService={cluster}",
+         "--timeout-ms", "5000", "--forward-header", "authorization", "--forward-header", "x-request-id",
+         "--format", flavour],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout
+    return [document for document in yaml.safe_load_all(text) if document]
+
+
+def test_the_cli_prints_the_istio_manifests_resources(tmp_path: Path) -> None:
+    plugin = resource(ISTIO, "WasmPlugin")
+    cluster = next(iter(plugin["spec"]["pluginConfig"]["services"].values()))["cluster"]
+    buffer, wasm_plugin = printed("istio", cluster)
+    assert buffer == resource(ISTIO, "EnvoyFilter")
+    assert wasm_plugin["metadata"] == plugin["metadata"]
+    printed_config = wasm_plugin["spec"].pop("pluginConfig")
+    expected = dict(plugin["spec"])
+    expected_config = expected.pop("pluginConfig")
+    assert wasm_plugin["spec"] == expected
+    assert printed_config["services"] == expected_config["services"]
+    assert printed_config["forward_headers"] == expected_config["forward_headers"]
+    output = tmp_path / "istio.yaml"
+    output.write_text(yaml.safe_dump_all([buffer, {**wasm_plugin, "spec": {**wasm_plugin["spec"],
+                                                                          "pluginConfig": printed_config}}]))
+    assert check(output).stdout == f"{output}: WasmPlugin istio-system/switchblade: 3 tools\n"
+
+
+def test_the_cli_prints_the_envoy_gateway_manifests_resources(tmp_path: Path) -> None:
+    policy = resource(ENVOY_GATEWAY, "EnvoyExtensionPolicy")
+    cluster = next(iter(policy["spec"]["wasm"][0]["config"]["services"].values()))["cluster"]
+    proxy, buffer, extension = printed("envoy-gateway", cluster)
+    # The same resources, in the namespace `kubectl apply` is given rather than a fixed one.
+    for document, kind in ((proxy, "EnvoyProxy"), (buffer, "BackendTrafficPolicy"), (extension, "EnvoyExtensionPolicy")):
+        expected = resource(ENVOY_GATEWAY, kind)
+        assert document["kind"] == kind and document["metadata"]["name"] == expected["metadata"]["name"]
+        if kind != "EnvoyExtensionPolicy":
+            assert document["spec"] == expected["spec"], kind
+    [wasm], [expected_wasm] = extension["spec"]["wasm"], policy["spec"]["wasm"]
+    assert wasm["config"]["services"] == expected_wasm["config"]["services"]
+    assert {k: v for k, v in wasm.items() if k != "config"} == {k: v for k, v in expected_wasm.items() if k != "config"}
+    assert extension["spec"]["targetRefs"] == policy["spec"]["targetRefs"]
+    output = tmp_path / "envoy-gateway.yaml"
+    output.write_text(yaml.safe_dump_all([proxy, buffer, extension]))
+    assert check(output).stdout == f"{output}: EnvoyExtensionPolicy switchblade: 3 tools\n"
 
 
 def test_a_wrong_configuration_in_a_manifest_is_refused_with_the_key_named(tmp_path: Path) -> None:
@@ -89,7 +157,7 @@ def test_envoy_gateway_names_clusters_and_orders_filters_as_the_manifest_needs()
          "--service", "demo.users.v1.UserService=demo_grpc", "--format", "envoy"],
         cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
     ).stdout
-    expected = yaml.safe_load(printed[printed.index("stats_config:"):])["stats_config"]["stats_tags"]
+    expected = yaml.safe_load(printed)["stats_config"]["stats_tags"]
     patches = proxy["bootstrap"]["jsonPatches"]
     assert all(patch["op"] == "add" and patch["path"] == "/stats_config/stats_tags/-" for patch in patches)
     assert [patch["value"] for patch in patches] == expected

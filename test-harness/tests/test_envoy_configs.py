@@ -1,5 +1,6 @@
-"""Every Envoy config in envoy/ validates, and Envoy refuses a bad plugin configuration
-with a log line that names the key at fault."""
+"""Every Envoy config in envoy/ validates, the bootstraps `switchblade config --format envoy`
+and `--format module` print validate and serve tool calls as printed, and Envoy refuses a bad
+plugin configuration with a log line that names the key at fault."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ import json
 import os
 import subprocess
 
+import httpx2
 import pytest
 
+import filter_build
 from filter_build import MODULE, demo_plugin
-from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, static_bootstrap
+from mcp_client import Mcp
+from processes import CLI_BIN, ENVOY_BIN, REPO, WORK, Envoy, Upstream, static_bootstrap
 import yaml
 
 CONFIGS = sorted((REPO / "envoy").glob("*.yaml"))
@@ -69,6 +73,54 @@ def test_the_demo_filter_configuration_validates() -> None:
 
 USERS = "demo.users.v1.UserService"
 CATALOG = "demo.catalog.v1.CatalogService"
+
+
+# What `switchblade config` prints for Envoy: the Wasm filter's bootstrap (`--format envoy`)
+# or the module's (`--format module`), whichever build this session runs.
+
+def printed_bootstrap(*extra: str) -> str:
+    flavour = "module" if filter_build.current().name == "module" else "envoy"
+    return subprocess.run(
+        [str(CLI_BIN), "config", "-I", "proto", "demo/catalog/v1/catalog.proto", "demo/users/v1/users.proto",
+         "--service", f"{CATALOG}=demo_grpc", "--service", f"{USERS}=demo_grpc", "--format", flavour, *extra],
+        cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
+    ).stdout
+
+
+def test_the_bootstrap_the_cli_prints_validates(tmp_path) -> None:
+    path = tmp_path / "printed.yaml"
+    path.write_text(printed_bootstrap())
+    result = validate(path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "serving 3 tools at /mcp" in output, output
+
+
+def test_the_bootstrap_the_cli_prints_serves_tool_calls(upstream: Upstream) -> None:
+    """Run as printed, but for its ports (the listener's, the admin's, the cluster's) and the
+    .wasm's path (absolute, as the test's Envoy runs elsewhere)."""
+    bootstrap = yaml.safe_load(printed_bootstrap())
+    proxy = Envoy(upstream, bootstrap=bootstrap, name="envoy-printed").start()
+    try:
+        upstream.reset()
+        mcp = Mcp(proxy.mcp_url)
+        assert sorted(mcp.tools()) == ["CatalogService_GetItem", "CatalogService_Search", "UserService_GetUser"]
+        user = mcp.call_tool("UserService_GetUser", {"user_id": 1})
+        assert user["structuredContent"]["username"] == "ada"
+        assert upstream.calls() == {f"/{USERS}/GetUser": 1}
+        if filter_build.current().name == "module":
+            # The routed-call route is the module's alone: a client that sends its header is
+            # refused, on the MCP path (403) and as a gRPC call of its own (PERMISSION_DENIED),
+            # and nothing reaches the upstream.
+            sneaked = httpx2.post(proxy.mcp_url, headers={"x-switchblade-cluster": "demo_grpc"},
+                                  json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"}, timeout=5)
+            assert sneaked.status_code == 403, sneaked.text
+            sneaked = httpx2.post(f"{proxy.url}/{USERS}/GetUser", content=b"\0\0\0\0\0", timeout=5,
+                                  headers={"x-switchblade-cluster": "demo_grpc", "content-type": "application/grpc"})
+            assert sneaked.headers.get("grpc-status") == "7", (sneaked.status_code, sneaked.headers)
+            assert upstream.calls() == {f"/{USERS}/GetUser": 1}
+    finally:
+        proxy.stop()
 
 
 def services(**extra) -> str:

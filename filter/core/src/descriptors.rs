@@ -8,6 +8,9 @@ use prost_types::SourceCodeInfo;
 
 use crate::config::ConfigError;
 
+#[cfg(feature = "googleapis")]
+pub mod googleapis;
+
 /// `FileDescriptorSet` bytes of every proto under `proto/`, with comments (source info).
 pub static EMBEDDED_DESCRIPTOR_SET: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/switchblade_descriptors.bin"));
 

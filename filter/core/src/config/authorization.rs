@@ -13,6 +13,7 @@ pub const DEFAULT_CLAIM: &str = "scope";
 /// Per-tool authorization from the caller's verified token.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Authorization {
     /// Where Envoy left the verified token's payload (claims) for this request.
     #[serde(default)]
@@ -33,6 +34,7 @@ pub struct Authorization {
 /// Where the verified token's payload is, as a JSON object.
 #[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum TokenPayloadSource {
     /// A key of a dynamic metadata namespace, as jwt_authn's `payload_in_metadata` writes it.
     Metadata { namespace: String, key: String },
@@ -67,6 +69,7 @@ impl std::fmt::Display for TokenPayloadSource {
     untagged,
     expecting = "a claim name, or an array of names (a path into nested claims)"
 )]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum ClaimPath {
     Name(String),
     Path(Vec<String>),
@@ -90,6 +93,7 @@ impl ClaimPath {
 /// What a tool that no rule names requires.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Unlisted {
     /// Nobody may call it: a tool added later stays closed until a rule opens it.
     #[default]

@@ -22,6 +22,7 @@ pub const MIN_REFLECTION_INTERVAL_MS: u64 = 1_000;
 /// The whole plugin configuration.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PluginConfig {
     /// Path of the MCP endpoint; requests to any other path pass through untouched.
     #[serde(default = "default_mcp_path")]
@@ -73,6 +74,7 @@ pub struct PluginConfig {
 /// How often, and how patiently, services with `from_reflection` are read again.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReflectionConfig {
     /// Time between reads of a service's reflection; an API changed upstream shows in
     /// `tools/list` within it.
@@ -106,6 +108,7 @@ impl PluginConfig {
 /// gRPC call and forwarded by Envoy's router, with the route's retries, timeouts and stats.
 #[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Routing {
     /// The request header the module sets to the tool's cluster, for a route that matches it
     /// and forwards with `cluster_header`. The module removes it from every other request.
@@ -115,6 +118,7 @@ pub struct Routing {
 /// Bounds on what one request may cost.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields, default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Limits {
     /// Largest MCP request body, in bytes (HTTP 413 past it). Keep it below Envoy's buffer
     /// limit for the listener (`per_connection_buffer_limit_bytes`, 1 MiB by default), or
@@ -127,16 +131,15 @@ pub struct Limits {
     /// Largest response message accepted from upstream, in bytes.
     pub max_response_bytes: usize,
     /// Largest JSON rendering of one response message, in bytes; unset: four times
-    /// `max_response_bytes` ([`Limits::rendered_bytes`]). Fields without presence are written at
-    /// their defaults, so a few bytes of empty messages can render to far more.
+    /// `max_response_bytes`. Fields without presence are written at their defaults, so a few
+    /// bytes of empty messages can render to far more.
     pub max_rendered_bytes: Option<usize>,
     /// Most messages in one JSON-RPC batch (2025-03-26).
     pub max_batch_size: usize,
     /// Most upstream calls one request has out at once; a batch's other calls wait their turn.
     pub max_calls_in_flight: usize,
-    /// Largest answer to a batch, in bytes; unset: twice [`Limits::rendered_bytes`]
-    /// ([`Limits::batch_reply_bytes`]). Answers that would take it past are replaced by an
-    /// error that names it.
+    /// Largest answer to a batch, in bytes; unset: twice the bound on one response's JSON
+    /// rendering. Answers that would take it past are replaced by an error that names it.
     pub max_batch_reply_bytes: Option<usize>,
 }
 
@@ -180,26 +183,36 @@ impl Default for Limits {
 
 pub mod authorization;
 mod checks;
+#[cfg(feature = "schema")]
+mod json_schema;
 mod ordered_map;
 
 pub use authorization::{Authorization, ClaimPath, TokenPayloadSource, Unlisted};
 
 pub use checks::parse_selector;
+#[cfg(feature = "schema")]
+pub use json_schema::json_schema;
 pub use ordered_map::OrderedMap;
 
 /// The `serverInfo` and `instructions` the server introduces itself with.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ServerIdentity {
+    /// `serverInfo.name`; `switchblade` if unset.
     pub name: Option<String>,
+    /// `serverInfo.version`; the filter's version if unset.
     pub version: Option<String>,
+    /// `serverInfo.title`.
     pub title: Option<String>,
+    /// Guidance for the model, in `initialize` and `server/discover`.
     pub instructions: Option<String>,
 }
 
 /// Which methods of a service become tools.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub enum Exposure {
     /// Every unary method, and the streaming ones with `streaming: true` (otherwise they are
     /// skipped, with a log line each).
@@ -214,6 +227,7 @@ pub enum Exposure {
 /// One gRPC service to expose.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ServiceConfig {
     /// Name of the Envoy cluster (HTTP/2) that serves it.
     pub cluster: String,
@@ -246,12 +260,17 @@ pub struct ServiceConfig {
 /// What a tool shows of itself, instead of what the descriptors say.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolOverride {
+    /// The tool's name (1-64 characters of `[A-Za-z0-9_-]`); `Service_Method` if unset.
     pub name: Option<String>,
+    /// The tool's title; `Service: Method` if unset.
     pub title: Option<String>,
+    /// The tool's description; the method's proto comment if unset.
     pub description: Option<String>,
     /// MCP tool annotations (hints for clients, never authorization).
     pub annotations: Option<Annotations>,
+    /// The deadline of this tool's calls, in milliseconds; the service's if unset.
     pub timeout_ms: Option<u64>,
     /// The messages this streaming tool takes or gathers at most.
     pub max_messages: Option<usize>,
@@ -260,6 +279,7 @@ pub struct ToolOverride {
 /// MCP tool annotations.
 #[derive(Debug, Clone, Deserialize, PartialEq, Default)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Annotations {
     pub title: Option<String>,
     pub read_only_hint: Option<bool>,
@@ -293,6 +313,7 @@ impl Annotations {
 /// `tools/list` paging and caching hints.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolsListConfig {
     /// Tools per page; longer lists are paged with opaque cursors.
     #[serde(default = "default_page_size")]

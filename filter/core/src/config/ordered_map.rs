@@ -39,3 +39,22 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
         deserializer.deserialize_map(Visitor(std::marker::PhantomData))
     }
 }
+
+/// An object whose values are all `V`, as the JSON Schema of the configuration says it.
+#[cfg(feature = "schema")]
+impl<V: schemars::JsonSchema> schemars::JsonSchema for OrderedMap<V> {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        format!("Map_of_{}", V::schema_name()).into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "object",
+            "additionalProperties": generator.subschema_for::<V>(),
+        })
+    }
+}

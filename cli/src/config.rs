@@ -1,0 +1,295 @@
+//! `switchblade config`: the plugin configuration that exposes the services described by
+//! `.proto` files, a descriptor set or a server's reflection, printed as bare JSON or in the
+//! wiring of one of the flavours (see [`crate::formats`]).
+
+use std::path::PathBuf;
+
+use base64::Engine;
+use prost::Message;
+use serde_json::{json, Map, Value};
+use switchblade_core::config::parse_selector;
+use switchblade_core::server::Server;
+
+use crate::formats::{self, Format, Wiring};
+use crate::{descriptor_sets, protos, reflection, Output};
+
+/// Where the Wasm filter's build writes it, relative to the repository root.
+pub const DEFAULT_WASM: &str = "target/wasm32-wasip1/release/switchblade_filter.wasm";
+/// The image name of the README's `scripts/wasm-image --push` example, to be replaced.
+pub const DEFAULT_IMAGE: &str = "registry.example.com/switchblade/filter:0.1.0";
+
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["protos", "descriptor_set", "reflect"]))]
+pub struct ConfigArgs {
+    /// The .proto files that define the services, relative to an include directory (or a path
+    /// inside one).
+    pub protos: Vec<PathBuf>,
+    /// A directory to find .proto files and their imports in (repeatable). Google's common
+    /// protos (google/api, google/rpc, google/type, google/longrunning), the well-known
+    /// google/protobuf files and buf/validate/validate.proto are built in; a copy here wins.
+    #[arg(short = 'I', long = "include", value_name = "DIR", default_value = ".", conflicts_with_all = ["descriptor_set", "reflect"])]
+    pub includes: Vec<PathBuf>,
+    /// Instead of .proto files: a binary FileDescriptorSet with its imports, as `buf build -o
+    /// set.binpb` or `protoc --include_imports --include_source_info --descriptor_set_out=set.binpb`
+    /// writes it (the built-in imports it lacks are filled in).
+    #[arg(long = "descriptor-set", value_name = "FILE")]
+    pub descriptor_set: Option<PathBuf>,
+    /// Instead of .proto files: ask the gRPC server at HOST:PORT for the services' descriptors
+    /// (gRPC server reflection, v1 or v1alpha).
+    #[arg(long, value_name = "HOST:PORT")]
+    pub reflect: Option<String>,
+    /// Reach the --reflect server over TLS, trusting the system's root certificates.
+    #[arg(long = "reflect-tls", requires = "reflect", conflicts_with_all = ["protos", "descriptor_set"])]
+    pub reflect_tls: bool,
+    /// Reach the --reflect server over TLS, trusting this CA certificate (PEM) instead.
+    #[arg(long = "reflect-ca", value_name = "FILE", requires = "reflect", conflicts_with_all = ["protos", "descriptor_set"])]
+    pub reflect_ca: Option<PathBuf>,
+    /// A service to expose and the Envoy cluster that serves it: `package.Service=cluster`
+    /// (repeatable, each service once).
+    #[arg(long = "service", value_name = "SERVICE=CLUSTER", required = true, value_parser = parse_service)]
+    pub services: Vec<(String, String)>,
+    /// Expose only these methods (`package.Service/Method`, repeatable); a service without any
+    /// is exposed whole (its streaming methods are skipped, and listed on standard error).
+    #[arg(long = "method", value_name = "SERVICE/METHOD")]
+    pub methods: Vec<String>,
+    /// A tool's name instead of `Service_Method`: `package.Service/Method=name` (repeatable), for
+    /// example when two services of different packages share a short name.
+    #[arg(long = "tool-name", value_name = "SERVICE/METHOD=NAME", value_parser = parse_tool_name)]
+    pub tool_names: Vec<(String, String)>,
+    /// The calls' deadline in milliseconds: `MS` for every service, `package.Service=MS` for one
+    /// service, `package.Service/Method=MS` for one tool (repeatable). Default 10000.
+    #[arg(long = "timeout-ms", value_name = "[TARGET=]MS", value_parser = parse_timeout)]
+    pub timeouts: Vec<Timeout>,
+    /// A request header to forward upstream as gRPC metadata (repeatable; written in lowercase).
+    #[arg(long = "forward-header", value_name = "NAME")]
+    pub forward_headers: Vec<String>,
+    /// What to print: the plugin configuration's JSON; a complete Envoy bootstrap with the Wasm
+    /// filter (`envoy`) or the dynamic module (`module`) to run or paste from; an ECDS resource
+    /// file for a filter with `config_discovery` (replace the file to hot-reload); Istio's
+    /// WasmPlugin and EnvoyFilter; or Envoy Gateway's EnvoyExtensionPolicy, BackendTrafficPolicy
+    /// and EnvoyProxy.
+    #[arg(long, value_enum, default_value_t = Format::Json)]
+    pub format: Format,
+    /// Where Envoy finds the .wasm (`envoy`, `ecds`), relative to Envoy's working directory or
+    /// absolute.
+    #[arg(long, value_name = "PATH", default_value = DEFAULT_WASM)]
+    pub wasm: String,
+    /// The filter's OCI image (`istio`, `envoy-gateway`), as `scripts/wasm-image --push` pushed it.
+    #[arg(long, value_name = "REFERENCE", default_value = DEFAULT_IMAGE)]
+    pub image: String,
+}
+
+/// A `--timeout-ms`: for every service, one service, or one tool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timeout {
+    pub target: Option<String>,
+    pub ms: u64,
+}
+
+pub fn parse_service(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((service, cluster)) if !service.is_empty() && !cluster.is_empty() => {
+            Ok((service.to_owned(), cluster.to_owned()))
+        }
+        _ => Err(format!("{value:?}: write package.Service=cluster")),
+    }
+}
+
+fn parse_tool_name(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((selector, name)) if parse_selector(selector).is_some() && !name.is_empty() => {
+            Ok((selector.to_owned(), name.to_owned()))
+        }
+        _ => Err(format!("{value:?}: write package.Service/Method=name")),
+    }
+}
+
+fn parse_timeout(value: &str) -> Result<Timeout, String> {
+    let (target, ms) = match value.split_once('=') {
+        Some((target, ms)) if !target.is_empty() => (Some(target.to_owned()), ms),
+        Some(_) => {
+            return Err(format!(
+                "{value:?}: write MS, package.Service=MS or package.Service/Method=MS"
+            ))
+        }
+        None => (None, value),
+    };
+    match ms.parse::<u64>() {
+        Ok(ms) if ms > 0 => Ok(Timeout { target, ms }),
+        _ => Err(format!("{value:?}: the milliseconds must be a whole number above 0")),
+    }
+}
+
+/// The configuration in the chosen format, with what was left out on standard error.
+pub fn run(args: &ConfigArgs) -> Result<Output, String> {
+    let descriptor_set = descriptors(args)?;
+    let mut plugin = plugin_config(args, &descriptor_set)?;
+    if args.format == Format::Module {
+        // The module forwards a lone tools/call through the router when this is set; the
+        // route that matches it is part of what `--format module` prints.
+        plugin.insert("routing".into(), json!({"cluster_header": formats::ROUTING_HEADER}));
+    }
+    let text = serde_json::to_string_pretty(&plugin).map_err(|error| error.to_string())?;
+    // The filter's own checks, so a configuration printed here is one Envoy will accept.
+    Server::from_config_bytes(text.as_bytes())
+        .map_err(|error| format!("the configuration would be refused: {error}"))?;
+    let wiring = Wiring {
+        plugin: &plugin,
+        plugin_json: &text,
+        wasm: &args.wasm,
+        image: &args.image,
+    };
+    let mut notes = skipped_methods(args, &descriptor_set)?;
+    if args.descriptor_set.is_some() && descriptor_sets::services_lack_comments(&descriptor_set) {
+        notes.push(format!(
+            "the descriptor set has no comments, so the tools have no descriptions; build it with them \
+             (`buf build` keeps them; `{}`)",
+            descriptor_sets::PROTOC_COMMAND
+        ));
+    }
+    Ok(Output {
+        stdout: formats::render(args.format, &wiring)?,
+        notes,
+        failed: false,
+    })
+}
+
+/// The encoded descriptor set of the configuration, from whichever source the arguments name.
+pub fn descriptors(args: &ConfigArgs) -> Result<Vec<u8>, String> {
+    if let Some(path) = &args.descriptor_set {
+        return descriptor_sets::read(path);
+    }
+    if let Some(address) = &args.reflect {
+        let target = reflection::Target {
+            address: address.clone(),
+            tls: args.reflect_tls,
+            ca: args.reflect_ca.clone(),
+        };
+        let services: Vec<String> = args.services.iter().map(|(service, _)| service.clone()).collect();
+        return reflection::fetch(&target, &services).and_then(descriptor_sets::encode);
+    }
+    protos::compile(&args.protos, &args.includes)
+}
+
+/// The plugin configuration the arguments describe (checked by the filter afterwards).
+pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<String, Value>, String> {
+    let owner_of = |selector: &str| parse_selector(selector).map(|(service, _)| service.to_owned());
+    let is_service = |name: &str| args.services.iter().any(|(service, _)| service == name);
+    let mut services = Map::new();
+    for (service, cluster) in &args.services {
+        if services.contains_key(service) {
+            return Err(format!("--service {service} is given twice; give each service once"));
+        }
+        let selected: Vec<&String> = args
+            .methods
+            .iter()
+            .filter(|selector| owner_of(selector).as_deref() == Some(service))
+            .collect();
+        let mut entry = json!({"cluster": cluster});
+        if !selected.is_empty() {
+            entry["expose"] = json!("selected");
+            entry["methods"] = json!(selected);
+        }
+        services.insert(service.clone(), entry);
+    }
+    let selectors = args
+        .methods
+        .iter()
+        .map(|selector| ("--method", selector))
+        .chain(args.tool_names.iter().map(|(selector, _)| ("--tool-name", selector)));
+    for (flag, selector) in selectors {
+        if !owner_of(selector).is_some_and(|owner| is_service(&owner)) {
+            return Err(format!(
+                "{flag} {selector}: not a method of any --service (write package.Service/Method)"
+            ));
+        }
+    }
+    let mut tools = Map::new();
+    for (selector, name) in &args.tool_names {
+        tools.insert(selector.clone(), json!({"name": name}));
+    }
+    for timeout in &args.timeouts {
+        match &timeout.target {
+            None => services
+                .values_mut()
+                .for_each(|service| service["timeout_ms"] = json!(timeout.ms)),
+            Some(service) if is_service(service) => {
+                if let Some(entry) = services.get_mut(service) {
+                    entry["timeout_ms"] = json!(timeout.ms);
+                }
+            }
+            Some(selector) if owner_of(selector).is_some_and(|owner| is_service(&owner)) => {
+                let entry = tools.entry(selector.clone()).or_insert_with(|| json!({}));
+                entry["timeout_ms"] = json!(timeout.ms);
+            }
+            Some(other) => {
+                return Err(format!(
+                    "--timeout-ms {other}=…: names no --service and no method of one"
+                ))
+            }
+        }
+    }
+    let mut config = Map::new();
+    config.insert(
+        "descriptor_set".into(),
+        json!(base64::engine::general_purpose::STANDARD.encode(descriptor_set)),
+    );
+    config.insert("services".into(), Value::Object(services));
+    if !tools.is_empty() {
+        config.insert("tools".into(), Value::Object(tools));
+    }
+    if !args.forward_headers.is_empty() {
+        // Header names are case-insensitive, and the filter takes them in lowercase.
+        let lowercase: Vec<String> = args
+            .forward_headers
+            .iter()
+            .map(|name| name.to_ascii_lowercase())
+            .collect();
+        config.insert("forward_headers".into(), json!(lowercase));
+    }
+    Ok(config)
+}
+
+/// One line per streaming method of a service exposed whole: the filter skips them (only unary
+/// methods are tools), and a person should not have to find that out from `tools/list`.
+fn skipped_methods(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Vec<String>, String> {
+    let set = prost_types::FileDescriptorSet::decode(descriptor_set).map_err(|error| error.to_string())?;
+    let mut notes = Vec::new();
+    for (service_name, _) in &args.services {
+        let exposed_whole = !args
+            .methods
+            .iter()
+            .any(|selector| parse_selector(selector).is_some_and(|(owner, _)| owner == service_name));
+        if !exposed_whole {
+            continue;
+        }
+        for file in &set.file {
+            for service in &file.service {
+                let full_name = match file.package() {
+                    "" => service.name().to_owned(),
+                    package => format!("{package}.{}", service.name()),
+                };
+                if &full_name != service_name {
+                    continue;
+                }
+                for method in &service.method {
+                    let kind = match (method.client_streaming(), method.server_streaming()) {
+                        (false, false) => continue,
+                        (true, false) => "client-streaming",
+                        (false, true) => "server-streaming",
+                        (true, true) => "bidirectional streaming",
+                    };
+                    notes.push(format!(
+                        "skipped {full_name}/{}: a {kind} method (only unary methods become tools)",
+                        method.name()
+                    ));
+                }
+            }
+        }
+    }
+    Ok(notes)
+}
+
+#[cfg(test)]
+#[path = "config_tests.rs"]
+mod tests;
