@@ -205,8 +205,8 @@ impl Exchange {
             Outcome::Respond(response) => return self.answer(host, &response),
             Outcome::Await(reply) => reply,
         };
-        if let (Some(cluster_header), false) = (server.routing().cluster_header.as_deref(), reply.is_batch()) {
-            if let Some(call) = reply.take_calls_to_start().pop() {
+        if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
+            if let Some(call) = reply.take_routable_call() {
                 return self.route_call(host, reply, call, cluster_header);
             }
         }
@@ -215,15 +215,38 @@ impl Exchange {
         Verdict::Buffer
     }
 
-    /// A part of a call's answer.
-    pub fn call_heard(&self, call: u64, part: CallPart<'_>) {
-        let Ok(mut state) = self.state.try_borrow_mut() else {
-            self.defer(call, part);
-            return;
+    /// A part of a call's answer. A stream of answers that reaches a bound is cancelled at
+    /// once; progress notifications go out as the messages come.
+    pub fn call_heard(&self, host: &impl StreamHost, call: u64, part: CallPart<'_>) {
+        let (stop, events) = {
+            let Ok(mut state) = self.state.try_borrow_mut() else {
+                self.defer(call, part);
+                return;
+            };
+            let State::CallingOut(reply) = &mut *state else {
+                return;
+            };
+            let heard = self.server().heard(reply, call, part);
+            (heard.stop, reply.take_progress_events())
         };
-        if let State::CallingOut(reply) = &mut *state {
-            self.server().heard(reply, call, part);
+        if let Some(events) = events {
+            self.send_events(host, &events);
         }
+        if stop {
+            host.reset_call(call);
+            self.call_ended(host, call, true);
+        }
+    }
+
+    /// Progress notifications, on an SSE answer begun with the first of them.
+    fn send_events(&self, host: &impl StreamHost, events: &[u8]) {
+        if !self.answered.replace(true) {
+            let head = HttpResponse::event_stream(Vec::new());
+            let mut headers = vec![(":status", "200")];
+            headers.extend(head.headers.iter().copied());
+            host.send_response_headers(&headers, false);
+        }
+        host.send_response_data(events, false);
     }
 
     /// A call has ended (`reset`: without a whole answer); the reply goes once all have.
@@ -278,7 +301,7 @@ impl Exchange {
             }
             for (call, heard) in deferred {
                 match heard {
-                    Heard::Part(part) => self.call_heard(call, part.as_part()),
+                    Heard::Part(part) => self.call_heard(host, call, part.as_part()),
                     Heard::Ended { reset } => {
                         self.file_end(call, reset);
                     }
@@ -291,6 +314,12 @@ impl Exchange {
         let State::CallingOut(reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return;
         };
+        if reply.is_streaming_events() {
+            // The SSE answer is begun: the result is its last event.
+            self.publish(host);
+            host.send_response_data(&reply.into_response().body, true);
+            return;
+        }
         self.answer(host, &reply.into_response());
     }
 

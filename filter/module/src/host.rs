@@ -47,6 +47,10 @@ pub trait StreamHost {
     fn drain_body(&self, body: Body);
     /// Answers the request here (a local reply).
     fn send_response(&self, status: u16, headers: &[(&str, &str)], body: &[u8]);
+    /// Starts an answer sent in parts (an SSE stream): its headers, `:status` among them.
+    fn send_response_headers(&self, headers: &[(&str, &str)], end_stream: bool);
+    /// A part of an answer begun with [`Self::send_response_headers`].
+    fn send_response_data(&self, data: &[u8], end_stream: bool);
     /// Resets the stream: for a response that has begun and cannot be answered any more.
     fn reset(&self);
     /// Adds to a counter, or records a histogram value, with one value per label.
@@ -60,6 +64,8 @@ pub trait StreamHost {
     /// Starts an HTTP request to `cluster`, sent whole: its answer comes in parts to the
     /// exchange's `call_*` hooks under the id returned, or Envoy's refusal.
     fn start_call(&self, cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout_ms: u64) -> Result<u64, u32>;
+    /// Cancels a call it started (the upstream stream is reset).
+    fn reset_call(&self, call: u64);
     /// Asks for the exchange's `wake` hook at `when`, with `event`; `None` if the host cannot.
     fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm>;
 }

@@ -13,6 +13,7 @@ use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::grpc::call_end::{CallPart, CallResponse};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::streams::CallKind;
 use crate::upstream::UpstreamCall;
 
 /// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
@@ -116,6 +117,18 @@ impl Reply {
         let room = self.max_in_flight.saturating_sub(self.out.len());
         let count = room.min(self.waiting.len());
         self.waiting.drain(..count).collect()
+    }
+
+    /// The call of a lone `tools/call` of a unary method, which a host may make the request
+    /// itself (the module's routing); `None`, and nothing taken, for anything else: a batch,
+    /// or a stream, which the host calls out for so that it can read and stop it.
+    pub fn take_routable_call(&mut self) -> Option<UpstreamCall> {
+        let lone = !self.batch && self.waiting.len() == 1 && self.out.is_empty();
+        let unary = self.waiting.front().is_some_and(|call| call.kind() == CallKind::Unary);
+        if lone && unary {
+            return self.waiting.pop_front();
+        }
+        None
     }
 
     /// The host has started `call` under `token`, at `now` on its clock (any epoch, the same

@@ -171,6 +171,21 @@ extern "C" {
         details: ModuleBuffer,
     );
     pub(super) fn envoy_dynamic_module_callback_http_clear_route_cache(filter: HttpFilterEnvoyPtr);
+    pub(super) fn envoy_dynamic_module_callback_http_send_response_headers(
+        filter: HttpFilterEnvoyPtr,
+        headers_vector: *mut ModuleHttpHeader,
+        headers_vector_size: usize,
+        end_stream: bool,
+    );
+    pub(super) fn envoy_dynamic_module_callback_http_send_response_data(
+        filter: HttpFilterEnvoyPtr,
+        data: ModuleBuffer,
+        end_stream: bool,
+    );
+    pub(super) fn envoy_dynamic_module_callback_http_filter_reset_http_stream(
+        filter: HttpFilterEnvoyPtr,
+        stream_id: u64,
+    );
     pub(super) fn envoy_dynamic_module_callback_http_filter_start_http_stream(
         filter: HttpFilterEnvoyPtr,
         stream_id_out: *mut u64,

@@ -121,6 +121,27 @@ impl StreamHost for Stream {
         }
     }
 
+    fn send_response_headers(&self, headers: &[(&str, &str)], end_stream: bool) {
+        let mut headers = module_pairs(headers);
+        // SAFETY: the header array is module memory for the call (rule 2); this may run other
+        // filters inline, and no state of ours is borrowed now (rule 6).
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response_headers(
+                self.filter,
+                headers.as_mut_ptr(),
+                headers.len(),
+                end_stream,
+            )
+        };
+    }
+
+    fn send_response_data(&self, data: &[u8], end_stream: bool) {
+        // SAFETY: the data is module memory for the call (rule 2); as above (rule 6).
+        unsafe {
+            envoy_dynamic_module_callback_http_send_response_data(self.filter, ModuleBuffer::of(data), end_stream)
+        };
+    }
+
     fn reset(&self) {
         // SAFETY: a plain action on this stream; the details are module memory (rules 2, 4).
         unsafe {
@@ -193,6 +214,12 @@ impl StreamHost for Stream {
                 timeout_ms,
             )
         }
+    }
+
+    fn reset_call(&self, call: u64) {
+        // SAFETY: a call this stream started, in one of its hooks (rule 4); an id that has
+        // ended already is ignored by Envoy.
+        unsafe { envoy_dynamic_module_callback_http_filter_reset_http_stream(self.filter, call) };
     }
 
     fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm> {

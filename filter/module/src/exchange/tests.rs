@@ -63,6 +63,12 @@ struct FakeStream {
     inline: RefCell<Option<Inline>>,
     alarms: RefCell<Vec<u64>>,
     metrics: Cell<usize>,
+    /// An answer sent in parts: its headers, its data so far, whether it has ended.
+    streamed_headers: RefCell<Option<TextHeaders>>,
+    streamed: RefCell<Vec<u8>>,
+    stream_ended: Cell<bool>,
+    /// Calls cancelled.
+    calls_reset: RefCell<Vec<u64>>,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -181,6 +187,28 @@ impl StreamHost for FakeStream {
         self.resets.set(self.resets.get() + 1);
     }
 
+    fn send_response_headers(&self, headers: &[(&str, &str)], end_stream: bool) {
+        let headers = headers
+            .iter()
+            .map(|(name, value)| ((*name).to_owned(), (*value).to_owned()))
+            .collect();
+        assert!(
+            self.streamed_headers.replace(Some(headers)).is_none(),
+            "headers sent twice"
+        );
+        self.stream_ended.set(end_stream);
+    }
+
+    fn send_response_data(&self, data: &[u8], end_stream: bool) {
+        assert!(self.streamed_headers.borrow().is_some() && !self.stream_ended.get());
+        self.streamed.borrow_mut().extend_from_slice(data);
+        self.stream_ended.set(end_stream);
+    }
+
+    fn reset_call(&self, call: u64) {
+        self.calls_reset.borrow_mut().push(call);
+    }
+
     fn record_metric(&self, _: MetricKind, _: usize, _: &[&str], _: u64) -> bool {
         self.metrics.set(self.metrics.get() + 1);
         true
@@ -245,9 +273,17 @@ fn post(exchange: &Exchange, stream: &FakeStream, body: &str) -> Verdict {
 
 /// A successful gRPC answer to `call`, in parts.
 fn answer_call(exchange: &Exchange, stream: &FakeStream, call: u64) {
-    exchange.call_heard(call, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
-    exchange.call_heard(call, CallPart::Data(USER_FRAME));
-    exchange.call_heard(call, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+    exchange.call_heard(
+        stream,
+        call,
+        CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+    );
+    exchange.call_heard(stream, call, CallPart::Data(USER_FRAME));
+    exchange.call_heard(
+        stream,
+        call,
+        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+    );
     exchange.call_ended(stream, call, false);
 }
 
@@ -420,8 +456,12 @@ fn a_call_answered_while_it_starts_is_not_lost() {
     let exchange = exchange(calling_out(""));
     let stream = FakeStream::request("POST", "/mcp", &[]);
     let inline: Inline = Box::new(|stream: &FakeStream, call| {
-        exchange.call_heard(call, CallPart::Headers(vec![(":status".into(), b"503".to_vec())]));
-        exchange.call_heard(call, CallPart::Data(b"no healthy upstream"));
+        exchange.call_heard(
+            stream,
+            call,
+            CallPart::Headers(vec![(":status".into(), b"503".to_vec())]),
+        );
+        exchange.call_heard(stream, call, CallPart::Data(b"no healthy upstream"));
         exchange.call_ended(stream, call, false);
     });
     *stream.inline.borrow_mut() = Some(inline);
@@ -487,4 +527,90 @@ fn a_poisoned_exchange_answers_once_then_resets() {
     exchange.poison(&stream);
     assert_eq!(stream.sent.borrow().len(), 1);
     assert_eq!(stream.resets.get(), 1);
+}
+
+const WATCH: &str = r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"CatalogService_WatchItems","arguments":{},"_meta":{"progressToken":"p1"}}}"#;
+
+/// demo.catalog.v1.ItemEvent{item: {id: n}}, in one gRPC frame.
+fn event_frame(id: u8) -> Vec<u8> {
+    vec![0, 0, 0, 0, 4, 0x0a, 2, 0x08, id]
+}
+
+fn streaming(max_messages: usize) -> &'static Config {
+    config(&format!(
+        r#"{{"services": {{"demo.catalog.v1.CatalogService": {{"cluster": "catalog", "streaming": true, "max_messages": {max_messages}}}}},
+            "routing": {{"cluster_header": "x-switchblade-cluster"}}}}"#
+    ))
+}
+
+#[test]
+fn a_stream_of_answers_is_called_out_with_progress_as_it_comes_and_stopped_at_its_bound() {
+    let exchange = exchange(streaming(2));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    // A stream is called out even where calls are routed: the exchange reads and stops it.
+    assert_eq!(post(exchange, &stream, WATCH), Verdict::Buffer);
+    assert_eq!(
+        stream.started.borrow()[0].1[1],
+        (
+            ":path".to_owned(),
+            "/demo.catalog.v1.CatalogService/WatchItems".to_owned()
+        )
+    );
+    assert_eq!(stream.route_cleared.get(), 0);
+    exchange.call_heard(&stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    assert!(stream.streamed_headers.borrow().is_none(), "no event yet");
+    // The first message, split across two chunks.
+    let first = event_frame(1);
+    exchange.call_heard(&stream, 1, CallPart::Data(&first[..3]));
+    exchange.call_heard(&stream, 1, CallPart::Data(&first[3..]));
+    let headers = stream.streamed_headers.borrow().clone().unwrap();
+    assert!(headers.contains(&(":status".to_owned(), "200".to_owned())));
+    assert!(headers.contains(&("content-type".to_owned(), "text/event-stream".to_owned())));
+    let events = String::from_utf8(stream.streamed.borrow().clone()).unwrap();
+    assert!(events.starts_with("event: message\ndata: "), "{events}");
+    assert!(events.contains(r#""method":"notifications/progress","params":{"progressToken":"p1","progress":1,"message":"1 messages received"}"#), "{events}");
+    // The second reaches max_messages: the call is cancelled, the result ends the answer.
+    exchange.call_heard(&stream, 1, CallPart::Data(&event_frame(2)));
+    assert_eq!(*stream.calls_reset.borrow(), [1]);
+    assert!(stream.stream_ended.get());
+    let events = String::from_utf8(stream.streamed.borrow().clone()).unwrap();
+    let last = events.trim_end().rsplit("data: ").next().unwrap();
+    let answer: Value = serde_json::from_str(last).unwrap();
+    assert_eq!(answer["id"], 5);
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false);
+    assert_eq!(
+        result["structuredContent"]["end"],
+        serde_json::json!({"reason": "max_messages", "count": 2})
+    );
+    assert_eq!(result["structuredContent"]["messages"][1]["item"]["id"], "2");
+    assert!(stream.sent.borrow().is_empty(), "no local reply");
+    // Envoy's reset of the cancelled call changes nothing.
+    exchange.call_ended(&stream, 1, true);
+    assert!(stream.sent.borrow().is_empty());
+}
+
+#[test]
+fn a_stream_without_a_progress_token_is_one_json_answer() {
+    let exchange = exchange(streaming(10));
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    post(
+        exchange,
+        &stream,
+        &WATCH.replace(r#","_meta":{"progressToken":"p1"}"#, ""),
+    );
+    exchange.call_heard(&stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(&stream, 1, CallPart::Data(&event_frame(1)));
+    exchange.call_heard(
+        &stream,
+        1,
+        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+    );
+    exchange.call_ended(&stream, 1, false);
+    assert!(stream.streamed_headers.borrow().is_none());
+    let (_, answer) = stream.only_answer();
+    assert_eq!(
+        answer["result"]["structuredContent"]["end"],
+        serde_json::json!({"reason": "complete", "count": 1})
+    );
 }

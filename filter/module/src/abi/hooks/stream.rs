@@ -209,8 +209,8 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_headers
     // SAFETY: null or a live filter of ours (rule 5), and Envoy's headers for this hook
     // (rules 1, 3).
     let (exchange, headers) = unsafe { (exchange(module), copied_headers(headers, headers_size)) };
-    guarded(filter, exchange, "reading a call's answer", (), |exchange, _| {
-        exchange.call_heard(call, CallPart::Headers(headers))
+    guarded(filter, exchange, "reading a call's answer", (), |exchange, stream| {
+        exchange.call_heard(stream, call, CallPart::Headers(headers))
     });
 }
 
@@ -228,8 +228,8 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_data(
     // SAFETY: null or a live filter of ours (rule 5), and Envoy's chunks for this hook
     // (rules 1, 3).
     let (exchange, data) = unsafe { (exchange(module), copied_chunks(data, data_count)) };
-    guarded(filter, exchange, "reading a call's answer", (), |exchange, _| {
-        exchange.call_heard(call, CallPart::Data(&data))
+    guarded(filter, exchange, "reading a call's answer", (), |exchange, stream| {
+        exchange.call_heard(stream, call, CallPart::Data(&data))
     });
 }
 
@@ -246,8 +246,8 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_http_stream_trailer
     // SAFETY: null or a live filter of ours (rule 5), and Envoy's trailers for this hook
     // (rules 1, 3).
     let (exchange, trailers) = unsafe { (exchange(module), copied_headers(trailers, trailers_size)) };
-    guarded(filter, exchange, "reading a call's answer", (), |exchange, _| {
-        exchange.call_heard(call, CallPart::Trailers(trailers))
+    guarded(filter, exchange, "reading a call's answer", (), |exchange, stream| {
+        exchange.call_heard(stream, call, CallPart::Trailers(trailers))
     });
 }
 
