@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::catalog::Tool;
 use crate::eras::Era;
-use crate::grpc::frame::FRAME_PREFIX;
+use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
 use crate::http::HeaderPair;
 use crate::streams::CallKind;
 
@@ -92,9 +92,21 @@ impl UpstreamCall {
         self.tool.kind
     }
 
-    /// For a method whose request is a stream: the request frames, one per message.
-    pub fn request_frames(&self) -> &[u8] {
-        &self.frame
+    /// The request messages, one per frame, for a host that frames them itself (a gRPC
+    /// stream): one for a unary request, the items of `messages` for a stream.
+    pub fn request_messages(&self) -> Vec<&[u8]> {
+        // The frames are the core's own, well formed.
+        unframe_all(&self.frame).unwrap_or_default()
+    }
+
+    /// The gRPC service and method, as a host's gRPC client names them.
+    pub fn service_and_method(&self) -> (&str, &str) {
+        (self.tool.service_name(), self.tool.method_name())
+    }
+
+    /// The deadline as `grpc-timeout`.
+    pub fn grpc_timeout(&self) -> &str {
+        &self.tool.grpc_timeout
     }
 
     /// The request headers: a unary gRPC call to the method, with the deadline as

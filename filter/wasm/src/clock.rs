@@ -1,0 +1,57 @@
+//! The deadlines of the gRPC streams a VM's requests have open. Proxy-wasm gives an HTTP
+//! context no timer of its own, and Envoy's gRPC streams from Wasm take no timeout: the root
+//! context's tick looks for streams past their deadline, cancels them, and ends their calls on
+//! behalf of the request (whose state it reaches through a weak handle).
+
+use std::cell::RefCell;
+use std::rc::Weak;
+use std::time::Duration;
+
+/// How often the root context looks, while any stream is open: the precision of a stream's
+/// collection window.
+pub(crate) const STREAM_TICK: Duration = Duration::from_millis(100);
+
+/// A stream that ends at its deadline unless it ends before.
+pub(crate) struct Deadline<T> {
+    pub(crate) at: Duration,
+    /// The HTTP context the stream belongs to, for the host calls made on its behalf.
+    pub(crate) context_id: u32,
+    /// The host's gRPC stream token.
+    pub(crate) token: u32,
+    pub(crate) owner: Weak<RefCell<T>>,
+}
+
+/// The open streams of one VM, by deadline.
+pub(crate) struct StreamClock<T> {
+    open: RefCell<Vec<Deadline<T>>>,
+}
+
+impl<T> Default for StreamClock<T> {
+    fn default() -> Self {
+        StreamClock {
+            open: RefCell::new(Vec::new()),
+        }
+    }
+}
+
+impl<T> StreamClock<T> {
+    pub(crate) fn add(&self, deadline: Deadline<T>) {
+        self.open.borrow_mut().push(deadline);
+    }
+
+    /// The stream under `token` has ended: it no longer has a deadline.
+    pub(crate) fn remove(&self, token: u32) {
+        self.open.borrow_mut().retain(|deadline| deadline.token != token);
+    }
+
+    /// Takes out the streams whose deadline is at or before `now` (and those whose request is
+    /// gone).
+    pub(crate) fn expired(&self, now: Duration) -> Vec<Deadline<T>> {
+        let mut open = self.open.borrow_mut();
+        let (expired, kept) = std::mem::take(&mut *open)
+            .into_iter()
+            .partition(|deadline| deadline.at <= now || deadline.owner.strong_count() == 0);
+        *open = kept;
+        expired
+    }
+}

@@ -1,0 +1,379 @@
+//! One HTTP request through the filter: bytes into the core, the calls it asks for out, its
+//! answer back. A unary call is one HTTP callout, answered whole. A streaming call is a gRPC
+//! stream of Envoy's (its messages come one by one, so a bound can cancel it at once); its
+//! deadline is kept by the root context's tick ([`crate::clock`]), which ends the call on this
+//! request's behalf. Proxy-wasm answers a request once and whole, so the progress
+//! notifications of a streaming call go out with its result, not as each message comes.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::rc::{Rc, Weak};
+
+use log::{error, warn};
+use proxy_wasm::hostcalls;
+use proxy_wasm::traits::{Context, HttpContext};
+use proxy_wasm::types::{Action, BufferType, MapType};
+use switchblade_core::access::Caller;
+use switchblade_core::grpc::call_end::CallPart;
+use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::observe::Observations;
+use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::streams::CallKind;
+use switchblade_core::upstream::UpstreamCall;
+
+use crate::clock::{Deadline, StreamClock};
+use crate::host_io::{
+    buffer, call_out, call_response, header_value, log_fields, map_bytes, now, token_payload, HeaderMapBytes,
+};
+use crate::stats::Stats;
+
+/// Marks a gRPC stream's token in the reply's books, apart from callouts' tokens.
+const STREAM: u64 = 1 << 32;
+
+pub(crate) enum State {
+    PassThrough,
+    ReadingBody(McpHeaders),
+    AwaitingUpstream(Reply),
+    Answered,
+}
+
+/// One HTTP request through the filter, as the SDK holds it.
+pub(crate) struct Exchange {
+    context_id: u32,
+    inner: Rc<RefCell<Inner>>,
+}
+
+/// The request's state, which the root context also reaches (a stream's deadline).
+pub(crate) struct Inner {
+    server: Rc<Server>,
+    stats: Rc<Stats>,
+    clock: Rc<StreamClock<Inner>>,
+    /// What this request told, published with its answer.
+    observed: Observations,
+    state: State,
+    /// The trailing metadata of each stream, until it closes with its status.
+    trailing: HashMap<u32, HeaderMapBytes>,
+}
+
+impl Exchange {
+    pub(crate) fn new(context_id: u32, server: Rc<Server>, stats: Rc<Stats>, clock: Rc<StreamClock<Inner>>) -> Self {
+        Exchange {
+            context_id,
+            inner: Rc::new(RefCell::new(Inner {
+                server,
+                stats,
+                clock,
+                observed: Observations::default(),
+                state: State::PassThrough,
+                trailing: HashMap::new(),
+            })),
+        }
+    }
+
+    fn handle(&self, headers: &McpHeaders, body: &[u8]) {
+        let weak = Rc::downgrade(&self.inner);
+        self.inner.borrow_mut().handle(headers, body, self.context_id, &weak);
+    }
+
+    /// The call under `token` has ended: it is filed, and the calls waiting start.
+    fn ended(&self, token: u64, reset: bool) {
+        let weak = Rc::downgrade(&self.inner);
+        self.inner.borrow_mut().ended(token, reset, self.context_id, &weak);
+    }
+}
+
+impl Context for Exchange {
+    fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
+        {
+            let mut inner = self.inner.borrow_mut();
+            let Inner {
+                server,
+                observed,
+                state,
+                ..
+            } = &mut *inner;
+            let State::AwaitingUpstream(reply) = state else {
+                return;
+            };
+            let read = || call_response(headers, body_size, trailers);
+            server.call_answered(reply, u64::from(token), body_size, read, now(), observed);
+        }
+        let weak = Rc::downgrade(&self.inner);
+        self.inner.borrow_mut().start_calls(self.context_id, &weak);
+    }
+
+    fn on_grpc_stream_initial_metadata(&mut self, token: u32, _count: u32) {
+        let headers = vec![(":status".to_owned(), b"200".to_vec())];
+        self.inner.borrow_mut().heard(token, CallPart::Headers(headers));
+    }
+
+    fn on_grpc_stream_message(&mut self, token: u32, size: usize) {
+        let message = buffer(BufferType::GrpcReceiveBuffer, size);
+        let stop = self.inner.borrow_mut().heard(token, CallPart::Message(&message));
+        if stop {
+            // A bound reached: the upstream stream is cancelled now, the call ends here.
+            if let Err(status) = hostcalls::cancel_grpc_stream(token) {
+                warn!("cannot cancel a gRPC stream: {status:?}");
+            }
+            self.ended(STREAM | u64::from(token), true);
+        }
+    }
+
+    fn on_grpc_stream_trailing_metadata(&mut self, token: u32, count: u32) {
+        let trailers = map_bytes(MapType::GrpcReceiveTrailingMetadata, count as usize);
+        self.inner.borrow_mut().trailing.insert(token, trailers);
+    }
+
+    fn on_grpc_stream_close(&mut self, token: u32, status: u32) {
+        {
+            let mut inner = self.inner.borrow_mut();
+            // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
+            // SDK's status reader would panic on) is in the trailing metadata, if it came.
+            let mut trailers = inner.trailing.remove(&token).unwrap_or_default();
+            trailers.retain(|(name, _)| name != "grpc-status");
+            trailers.push(("grpc-status".to_owned(), status.to_string().into_bytes()));
+            inner.heard(token, CallPart::Headers(vec![(":status".to_owned(), b"200".to_vec())]));
+            inner.heard(token, CallPart::Trailers(trailers));
+        }
+        self.ended(STREAM | u64::from(token), false);
+    }
+}
+
+impl HttpContext for Exchange {
+    fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
+        let path = header_value(":path").unwrap_or_default();
+        let path = String::from_utf8_lossy(&path);
+        let mut inner = self.inner.borrow_mut();
+        let Inner { server, observed, .. } = &mut *inner;
+        let server = Rc::clone(server);
+        // A header only the dynamic module may set (where it routes tool calls): refused in
+        // this build too, so that one configuration means the same in both.
+        let carries = |header: &str| header_value(header).is_some();
+        if let Some(refusal) = server.refuse_routing_header(&path, carries, observed) {
+            inner.answer(&refusal);
+            return Action::Pause;
+        }
+        // Most requests are not for the MCP path: one host call decides that. A request that is
+        // reads the whole map once, which also has its method and length.
+        if !is_mcp_path(&path, server.mcp_path()) {
+            return Action::Continue;
+        }
+        let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
+        let headers = match server.admit_headers(&path, &header_pairs(&map), &mut inner.observed) {
+            Ok(headers) => headers,
+            Err(refusal) => {
+                inner.answer(&refusal);
+                return Action::Pause;
+            }
+        };
+        if end_of_stream {
+            drop(inner);
+            self.handle(&headers, &[]);
+            return Action::Pause;
+        }
+        inner.state = State::ReadingBody(headers);
+        // The host turns a paused header phase into "stop everything", and then no body
+        // callback would come: let the headers go on, and pause in the body phase. The `buffer`
+        // filter after this one holds them back from the router (see envoy/).
+        Action::Continue
+    }
+
+    fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
+        let mut inner = self.inner.borrow_mut();
+        match &inner.state {
+            State::PassThrough => return Action::Continue,
+            State::ReadingBody(_) => {
+                let server = Rc::clone(&inner.server);
+                if let Some(refusal) = server.refuse_body_over_limit(body_size, &mut inner.observed) {
+                    inner.answer(&refusal);
+                    return Action::Pause;
+                }
+                if end_of_stream {
+                    drop(inner);
+                    return self.body_complete(body_size);
+                }
+            }
+            // Envoy buffers the body until it is complete (or answers 413 past its limit).
+            _ => {}
+        }
+        Action::Pause
+    }
+
+    /// A request with trailers ends with them, not with its last body chunk.
+    fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
+        let reading = match &self.inner.borrow().state {
+            State::PassThrough => return Action::Continue,
+            State::ReadingBody(_) => true,
+            _ => false,
+        };
+        if reading {
+            return self.body_complete(usize::MAX);
+        }
+        Action::Pause
+    }
+}
+
+impl Exchange {
+    fn body_complete(&mut self, body_size: usize) -> Action {
+        let state = std::mem::replace(&mut self.inner.borrow_mut().state, State::Answered);
+        let State::ReadingBody(headers) = state else {
+            return Action::Pause;
+        };
+        let body = buffer(BufferType::HttpRequestBody, body_size);
+        self.handle(&headers, &body);
+        Action::Pause
+    }
+}
+
+impl Inner {
+    fn handle(&mut self, headers: &McpHeaders, body: &[u8], context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        let caller = match self.server.access() {
+            None => Caller::Anyone,
+            Some(policy) => self.server.caller(token_payload(policy.source()).as_deref()),
+        };
+        let request = McpRequest {
+            headers,
+            body,
+            caller: &caller,
+        };
+        match self.server.handle(request, &mut self.observed) {
+            Outcome::Respond(response) => self.answer(&response),
+            Outcome::Await(reply) => {
+                self.state = State::AwaitingUpstream(reply);
+                self.start_calls(context_id, weak);
+            }
+        }
+    }
+
+    /// A part of a stream's answer; whether a bound now stops it.
+    fn heard(&mut self, token: u32, part: CallPart<'_>) -> bool {
+        let Inner { server, state, .. } = self;
+        let State::AwaitingUpstream(reply) = state else {
+            return false;
+        };
+        server.heard(reply, STREAM | u64::from(token), part).stop
+    }
+
+    /// The call under `token` has ended: it is filed, and the calls waiting start.
+    pub(crate) fn ended(&mut self, token: u64, reset: bool, context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        if let Ok(stream) = u32::try_from(token & !STREAM) {
+            self.clock.remove(stream);
+        }
+        let Inner {
+            server,
+            observed,
+            state,
+            ..
+        } = self;
+        let State::AwaitingUpstream(reply) = state else {
+            return;
+        };
+        server.call_ended(reply, token, reset, now(), observed);
+        self.start_calls(context_id, weak);
+    }
+
+    /// Starts the calls the reply may have out now, and sends it once none is out or waiting.
+    fn start_calls(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        let Inner {
+            server,
+            observed,
+            state,
+            clock,
+            ..
+        } = self;
+        let State::AwaitingUpstream(reply) = state else {
+            return;
+        };
+        let start = |call: &UpstreamCall| match call.kind() {
+            CallKind::Unary => call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
+                .map(u64::from)
+                .map_err(|status| {
+                    warn!("cannot call cluster {:?}: {status:?}", call.cluster());
+                    format!("{status:?}")
+                }),
+            _ => open_stream(call, context_id, clock, weak).map(|token| STREAM | u64::from(token)),
+        };
+        if !server.start_calls(reply, start, now(), observed) {
+            return;
+        }
+        if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
+            self.send(&reply.into_response());
+        }
+    }
+
+    fn answer(&mut self, response: &HttpResponse) {
+        self.state = State::Answered;
+        self.send(response);
+    }
+
+    /// Sends the answer, after what the request told (for the stats and the access log).
+    fn send(&self, response: &HttpResponse) {
+        self.stats.publish(&self.observed);
+        log_fields(&self.observed);
+        let body = (!response.body.is_empty()).then_some(response.body.as_slice());
+        if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body) {
+            error!("cannot send the reply: {status:?}");
+        }
+        self.stats.record_memory();
+    }
+}
+
+/// Opens a gRPC stream for `call`, sends its request messages and half-closes it, and gives it
+/// a deadline on the VM's clock; its answer comes to the context's `on_grpc_stream_*`.
+fn open_stream(
+    call: &UpstreamCall,
+    context_id: u32,
+    clock: &StreamClock<Inner>,
+    weak: &Weak<RefCell<Inner>>,
+) -> Result<u32, String> {
+    let (service, method) = call.service_and_method();
+    let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(key, value)| (key, value.as_bytes())).collect();
+    // Sent so that the upstream can stop too; Envoy's gRPC client keeps no deadline itself.
+    metadata.push(("grpc-timeout", call.grpc_timeout().as_bytes()));
+    let token = hostcalls::open_grpc_stream(call.cluster(), service, method, metadata).map_err(|status| {
+        warn!("cannot open a gRPC stream on cluster {:?}: {status:?}", call.cluster());
+        format!("{status:?}")
+    })?;
+    let messages = call.request_messages();
+    let sent = match messages.split_last() {
+        None => hostcalls::send_grpc_stream_message(token, None, true),
+        Some((last, first)) => first
+            .iter()
+            .try_for_each(|message| hostcalls::send_grpc_stream_message(token, Some(message), false))
+            .and_then(|()| hostcalls::send_grpc_stream_message(token, Some(last), true)),
+    };
+    if let Err(status) = sent {
+        let _ = hostcalls::cancel_grpc_stream(token);
+        return Err(format!("cannot send on the gRPC stream: {status:?}"));
+    }
+    clock.add(Deadline {
+        at: now() + call.timeout(),
+        context_id,
+        token,
+        owner: weak.clone(),
+    });
+    Ok(token)
+}
+
+/// Ends the streams whose deadline has passed, on behalf of their requests: each is cancelled,
+/// and its call ends as the deadline's (its messages so far are the result).
+pub(crate) fn end_expired_streams(clock: &StreamClock<Inner>) {
+    for deadline in clock.expired(now()) {
+        let Some(inner) = deadline.owner.upgrade() else {
+            continue;
+        };
+        // Host calls from here act on the request's stream, not the root context's.
+        if let Err(status) = hostcalls::set_effective_context(deadline.context_id) {
+            warn!("cannot act for a request past its deadline: {status:?}");
+            continue;
+        }
+        if let Err(status) = hostcalls::cancel_grpc_stream(deadline.token) {
+            warn!("cannot cancel a gRPC stream past its deadline: {status:?}");
+        }
+        let weak = Rc::downgrade(&inner);
+        let Ok(mut inner) = inner.try_borrow_mut() else {
+            continue;
+        };
+        inner.ended(STREAM | u64::from(deadline.token), true, deadline.context_id, &weak);
+    }
+}

@@ -1,0 +1,93 @@
+//! The host calls the filter makes, each with its failure turned into a log line or an error
+//! value, never a panic (a panic would kill the VM for every later request).
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use log::warn;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
+use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::observe::Observations;
+
+/// The host's clock, for the time a call is out.
+pub(crate) fn now() -> Duration {
+    hostcalls::get_current_time()
+        .ok()
+        .and_then(|now| now.duration_since(UNIX_EPOCH).ok())
+        .unwrap_or_default()
+}
+
+/// One HTTP callout: a request sent whole to `cluster`, answered in `on_http_call_response`
+/// under the token returned.
+pub(crate) fn call_out(
+    cluster: &str,
+    headers: Vec<(&str, &str)>,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<u32, Status> {
+    hostcalls::dispatch_http_call(cluster, headers, Some(body), Vec::new(), timeout)
+}
+
+/// A header map read from the host: names, and values as bytes.
+pub(crate) type HeaderMapBytes = Vec<(String, Bytes)>;
+
+/// The headers, body and trailers of a callout's answer, in its `on_http_call_response`.
+pub(crate) fn call_response(
+    headers: usize,
+    body_size: usize,
+    trailers: usize,
+) -> (HeaderMapBytes, Bytes, HeaderMapBytes) {
+    (
+        map_bytes(MapType::HttpCallResponseHeaders, headers),
+        buffer(BufferType::HttpCallResponseBody, body_size),
+        map_bytes(MapType::HttpCallResponseTrailers, trailers),
+    )
+}
+
+/// All of a header map that has `count` entries (unknown: `usize::MAX`), as bytes. An empty
+/// map is not asked for: the SDK panics on the status the host answers for a missing one.
+pub(crate) fn map_bytes(map: MapType, count: usize) -> HeaderMapBytes {
+    if count == 0 {
+        return Vec::new();
+    }
+    hostcalls::get_map_bytes(map).unwrap_or_else(|status| {
+        warn!("cannot read {map:?}: {status:?}");
+        Vec::new()
+    })
+}
+
+/// One request header, as bytes.
+pub(crate) fn header_value(name: &str) -> Option<Bytes> {
+    hostcalls::get_map_value_bytes(MapType::HttpRequestHeaders, name)
+        .ok()
+        .flatten()
+}
+
+pub(crate) fn buffer(buffer: BufferType, size: usize) -> Bytes {
+    hostcalls::get_buffer(buffer, 0, size)
+        .unwrap_or_else(|status| {
+            warn!("cannot read {buffer:?}: {status:?}");
+            None
+        })
+        .unwrap_or_default()
+}
+
+/// The bytes where the verified token payload should be: the stream's dynamic metadata,
+/// serialized whole (`envoy.config.core.v3.Metadata`; the core picks the namespace and key),
+/// or a filter state object's value.
+pub(crate) fn token_payload(source: &TokenPayloadSource) -> Option<Vec<u8>> {
+    let path = match source {
+        TokenPayloadSource::Metadata { .. } => vec!["metadata"],
+        TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
+    };
+    hostcalls::get_property(path).ok().flatten()
+}
+
+/// The request's MCP facts as filter state `wasm.switchblade.<field>`, for the access log.
+pub(crate) fn log_fields(observed: &Observations) {
+    for (key, value) in observed.log_entries() {
+        if let Err(status) = hostcalls::set_property(vec![&key], Some(value.as_bytes())) {
+            warn!("cannot set {key} for the access log: {status:?}");
+        }
+    }
+}
