@@ -60,6 +60,10 @@ pub struct ConfigArgs {
     /// service, `package.Service/Method=MS` for one tool (repeatable). Default 10000.
     #[arg(long = "timeout-ms", value_name = "[TARGET=]MS", value_parser = parse_timeout)]
     pub timeouts: Vec<Timeout>,
+    /// Expose the streaming methods (server-streaming, client-streaming, bidirectional) of the
+    /// services given whole as tools too (`streaming: true`); without it they are skipped.
+    #[arg(long)]
+    pub streaming: bool,
     /// A request header to forward upstream as gRPC metadata (repeatable; written in lowercase).
     #[arg(long = "forward-header", value_name = "NAME")]
     pub forward_headers: Vec<String>,
@@ -189,6 +193,8 @@ pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<Str
         if !selected.is_empty() {
             entry["expose"] = json!("selected");
             entry["methods"] = json!(selected);
+        } else if args.streaming {
+            entry["streaming"] = json!(true);
         }
         services.insert(service.clone(), entry);
     }
@@ -250,9 +256,12 @@ pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<Str
     Ok(config)
 }
 
-/// One line per streaming method of a service exposed whole: the filter skips them (only unary
-/// methods are tools), and a person should not have to find that out from `tools/list`.
+/// One line per streaming method of a service exposed whole without `--streaming`: the filter
+/// skips them, and a person should not have to find that out from `tools/list`.
 fn skipped_methods(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Vec<String>, String> {
+    if args.streaming {
+        return Ok(Vec::new());
+    }
     let set = prost_types::FileDescriptorSet::decode(descriptor_set).map_err(|error| error.to_string())?;
     let mut notes = Vec::new();
     for (service_name, _) in &args.services {
@@ -277,10 +286,10 @@ fn skipped_methods(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Vec<Strin
                         (false, false) => continue,
                         (true, false) => "client-streaming",
                         (false, true) => "server-streaming",
-                        (true, true) => "bidirectional streaming",
+                        (true, true) => "bidirectional-streaming",
                     };
                     notes.push(format!(
-                        "skipped {full_name}/{}: a {kind} method (only unary methods become tools)",
+                        "skipped {full_name}/{}: a {kind} method (add --streaming to expose streaming methods)",
                         method.name()
                     ));
                 }

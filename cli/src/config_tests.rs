@@ -19,6 +19,7 @@ fn users_args(format: Format) -> ConfigArgs {
         methods: vec!["demo.users.v1.UserService/GetUser".into()],
         tool_names: vec![],
         timeouts: vec![],
+        streaming: false,
         forward_headers: vec!["authorization".into()],
         format,
         wasm: "x.wasm".into(),

@@ -132,7 +132,13 @@ fn tools(file: &str) -> Result<Output, String> {
         format!("invalid plugin configuration: {error}{hint}")
     })?;
     let tools: Vec<&Value> = server.catalog().tools().map(|tool| &tool.definition).collect();
-    serde_json::to_string_pretty(&json!({ "tools": tools }))
+    // Not part of `tools/list`: how each tool's method streams, for the person reading.
+    let kinds: serde_json::Map<String, Value> = server
+        .catalog()
+        .tools()
+        .map(|tool| (tool.name.clone(), json!(tool.kind.label())))
+        .collect();
+    serde_json::to_string_pretty(&json!({ "tools": tools, "kinds": kinds }))
         .map(Output::text)
         .map_err(|error| error.to_string())
 }

@@ -173,6 +173,7 @@ fn tools_reads_standard_input_and_points_yaml_to_check() {
     let listed: serde_json::Value =
         serde_json::from_str(&switchblade_in(&repo(), &["tools", "-"], config).ok()).unwrap();
     assert_eq!(listed["tools"][0]["name"], "UserService_GetUser");
+    assert_eq!(listed["kinds"]["UserService_GetUser"], "unary");
     let error = switchblade(&["tools", "envoy/module.yaml"]).error();
     assert_eq!(
         error,

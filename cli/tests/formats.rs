@@ -230,12 +230,21 @@ fn streaming_methods_skipped_are_listed_on_standard_error() {
     assert_eq!(run.code, 0);
     assert_eq!(
         run.stderr,
-        "switchblade: skipped demo.catalog.v1.CatalogService/WatchItems: a server-streaming method (only unary \
-         methods become tools)\n"
+        "switchblade: skipped demo.catalog.v1.CatalogService/WatchItems: a server-streaming method (add \
+         --streaming to expose streaming methods)\n"
     );
     // A service whose methods are chosen skips nothing.
     let chosen = demo("json", &["--method", "demo.catalog.v1.CatalogService/Search"]);
     assert_eq!(chosen.stderr, "");
+}
+
+#[test]
+fn streaming_exposes_the_streaming_methods_of_whole_services() {
+    let run = demo("json", &["--streaming"]);
+    assert_eq!(run.stderr, "");
+    let plugin: Value = serde_json::from_str(&run.ok()).unwrap();
+    assert_eq!(plugin["services"][CATALOG]["streaming"], json!(true));
+    assert_eq!(plugin["services"][USERS]["streaming"], json!(true));
 }
 
 #[test]

@@ -167,7 +167,10 @@ impl Reply {
                     "params": {
                         "progressToken": progress.token,
                         "progress": progress.count,
-                        "message": format!("{} messages received", progress.count),
+                        "message": match progress.count {
+                            1 => "1 message received".to_owned(),
+                            count => format!("{count} messages received"),
+                        },
                     },
                 });
                 push_event(&mut progress.events, &jsonrpc::encode(&notification));

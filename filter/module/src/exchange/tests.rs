@@ -568,7 +568,7 @@ fn a_stream_of_answers_is_called_out_with_progress_as_it_comes_and_stopped_at_it
     assert!(headers.contains(&("content-type".to_owned(), "text/event-stream".to_owned())));
     let events = String::from_utf8(stream.streamed.borrow().clone()).unwrap();
     assert!(events.starts_with("event: message\ndata: "), "{events}");
-    assert!(events.contains(r#""method":"notifications/progress","params":{"progressToken":"p1","progress":1,"message":"1 messages received"}"#), "{events}");
+    assert!(events.contains(r#""method":"notifications/progress","params":{"progressToken":"p1","progress":1,"message":"1 message received"}"#), "{events}");
     // The second reaches max_messages: the call is cancelled, the result ends the answer.
     exchange.call_heard(&stream, 1, CallPart::Data(&event_frame(2)));
     assert_eq!(*stream.calls_reset.borrow(), [1]);
