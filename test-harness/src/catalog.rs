@@ -1,17 +1,20 @@
-//! `demo.catalog.v1.CatalogService`: a fixed inventory with text search and paging.
+//! `demo.catalog.v1.CatalogService`: a fixed inventory with text search and paging, a watch
+//! whose stock changes on a timer, and an import that checks and tallies (the inventory stays
+//! as it is).
 
-use std::pin::Pin;
+use std::time::Duration;
 
 use prost_types::Timestamp;
-use tokio_stream::Stream;
-use tonic::{Request, Response, Status};
+use tonic::{Request, Response, Status, Streaming};
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::control::Control;
 use crate::proto::catalog::catalog_service_server::CatalogService;
 use crate::proto::catalog::{
-    Category, GetItemRequest, Item, ItemEvent, Money, SearchRequest, SearchResponse, WatchItemsRequest,
+    Category, GetItemRequest, ImportItemRequest, ImportSummary, Item, ItemEvent, Money, SearchRequest, SearchResponse,
+    WatchItemsRequest,
 };
+use crate::streams::{call_deadline, server_stream, ResponseStream, Script, Then};
 
 #[derive(Debug, Clone)]
 pub struct Catalog {
@@ -121,6 +124,66 @@ fn item_not_found(id: i64) -> Status {
     Status::with_error_details(tonic::Code::NotFound, format!("no item has id {id}"), details)
 }
 
+/// INVALID_ARGUMENT for a request field out of its range, naming the field.
+fn field_error(field: &str, problem: String) -> Status {
+    let details = ErrorDetails::with_bad_request_violation(field, problem.clone());
+    Status::with_error_details(tonic::Code::InvalidArgument, format!("{field} {problem}"), details)
+}
+
+/// INVALID_ARGUMENT for the import's item at `index` (from 0), naming the index and the field.
+fn refused_item(index: usize, field: &str, problem: String) -> Status {
+    let mut details = ErrorDetails::with_bad_request_violation(field, format!("item {index}: {problem}"));
+    details.set_error_info(
+        "IMPORT_ITEM_REFUSED",
+        "catalog.demo",
+        [("index".to_owned(), index.to_string())],
+    );
+    Status::with_error_details(
+        tonic::Code::InvalidArgument,
+        format!("item {index}: {field} {problem}; nothing was imported"),
+        details,
+    )
+}
+
+/// The events of one watch: each watched item as it is, then one stock change at a time, to
+/// each watched item in turn.
+struct Watch {
+    items: Vec<Item>,
+    sent: u32,
+}
+
+/// Stock an item that ran out gets back in a change.
+const RESTOCK: u32 = 10;
+
+impl Watch {
+    fn next_event(&mut self) -> ItemEvent {
+        let position = self.sent as usize;
+        self.sent = self.sent.saturating_add(1);
+        let initial = position < self.items.len();
+        let item = position
+            .checked_rem(self.items.len())
+            .and_then(|index| self.items.get_mut(index))
+            .map(|item| {
+                if !initial {
+                    item.stock = item.stock.checked_sub(1).unwrap_or(RESTOCK);
+                    if let Some(updated_at) = &mut item.updated_at {
+                        updated_at.seconds += 60;
+                    }
+                }
+                item.clone()
+            });
+        ItemEvent {
+            item,
+            initial,
+            sequence: self.sent,
+        }
+    }
+}
+
+/// Milliseconds between two changes of a watch, when the request does not say.
+const DEFAULT_WATCH_INTERVAL_MS: u32 = 200;
+const MAX_WATCH_INTERVAL_MS: u32 = 60_000;
+
 fn matches(item: &Item, request: &SearchRequest) -> bool {
     let query = request.query.to_lowercase();
     let text_matches = query.is_empty()
@@ -182,21 +245,74 @@ impl CatalogService for Catalog {
             .ok_or_else(|| item_not_found(id))
     }
 
-    type WatchItemsStream = Pin<Box<dyn Stream<Item = Result<ItemEvent, Status>> + Send>>;
+    type WatchItemsStream = ResponseStream<ItemEvent>;
 
     async fn watch_items(
         &self,
         request: Request<WatchItemsRequest>,
     ) -> Result<Response<Self::WatchItemsStream>, Status> {
+        // Read before the upstream's artificial delay, which counts against it.
+        let deadline = call_deadline(request.metadata());
         self.control
             .enter("/demo.catalog.v1.CatalogService/WatchItems", request.metadata())
             .await;
-        let ids = request.into_inner().ids;
-        let events: Vec<Result<ItemEvent, Status>> = inventory()
+        let WatchItemsRequest { ids, interval_ms } = request.into_inner();
+        let interval_ms = interval_ms.unwrap_or(DEFAULT_WATCH_INTERVAL_MS);
+        if !(1..=MAX_WATCH_INTERVAL_MS).contains(&interval_ms) {
+            return Err(field_error(
+                "interval_ms",
+                format!("must be between 1 and {MAX_WATCH_INTERVAL_MS}, got {interval_ms}"),
+            ));
+        }
+        let everything = inventory();
+        if let Some(unknown) = ids.iter().find(|id| !everything.iter().any(|item| item.id == **id)) {
+            return Err(item_not_found(*unknown));
+        }
+        let items: Vec<Item> = everything
             .into_iter()
             .filter(|item| ids.is_empty() || ids.contains(&item.id))
-            .map(|item| Ok(ItemEvent { item: Some(item) }))
             .collect();
-        Ok(Response::new(Box::pin(tokio_stream::iter(events))))
+        let script = Script {
+            burst: items.len() as u64,
+            then: Then::Every(Duration::from_millis(interval_ms.into())),
+        };
+        let mut watch = Watch { items, sent: 0 };
+        Ok(Response::new(server_stream(
+            &self.control,
+            deadline,
+            script,
+            move || watch.next_event(),
+        )))
+    }
+
+    async fn import_items(
+        &self,
+        request: Request<Streaming<ImportItemRequest>>,
+    ) -> Result<Response<ImportSummary>, Status> {
+        self.control
+            .enter("/demo.catalog.v1.CatalogService/ImportItems", request.metadata())
+            .await;
+        let mut items = request.into_inner();
+        let mut summary = ImportSummary::default();
+        let mut index = 0_usize;
+        while let Some(item) = items.message().await? {
+            if item.name.is_empty() {
+                return Err(refused_item(index, "name", "must not be empty".into()));
+            }
+            if item.price_minor <= 0 {
+                return Err(refused_item(
+                    index,
+                    "price_minor",
+                    format!("must be positive, got {}", item.price_minor),
+                ));
+            }
+            summary.imported_count = summary.imported_count.saturating_add(1);
+            summary.total_stock = summary.total_stock.saturating_add(item.stock.into());
+            summary.total_value_minor = summary
+                .total_value_minor
+                .saturating_add(item.price_minor.saturating_mul(item.stock.into()));
+            index += 1;
+        }
+        Ok(Response::new(summary))
     }
 }

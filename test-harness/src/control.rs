@@ -1,12 +1,15 @@
 //! What tests can see and steer in the upstream: per-method call counts, the gRPC metadata
-//! of each method's last call, an artificial delay before every answer (for deadlines), and
-//! the most calls that were in that delay at once (for bounds on calls in flight).
+//! of each method's last call, an artificial delay before every answer (for deadlines), the
+//! most calls that were in that delay at once (for bounds on calls in flight), how
+//! server-streaming answers behave, and how many streams were opened and cancelled.
 
 use std::collections::BTreeMap;
+use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
+use serde::Serialize;
 use tonic::metadata::{KeyAndValueRef, MetadataMap};
 
 #[derive(Debug, Clone, Default)]
@@ -15,6 +18,55 @@ pub struct Control {
     delay_ms: Arc<AtomicU64>,
     waiting: Arc<AtomicU64>,
     most_waiting: Arc<AtomicU64>,
+    streams: Arc<Mutex<StreamCounts>>,
+    stream_mode: Arc<Mutex<StreamMode>>,
+}
+
+/// How the upstream's server-streaming answers behave, for tests of a client that must cope
+/// with a misbehaving server. Every mode but `Normal` ignores the call's deadline.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum StreamMode {
+    /// As each method says.
+    #[default]
+    Normal,
+    /// `MANY_MESSAGES` messages as fast as the client takes them, then OK.
+    Many,
+    /// That many messages, then FAILED_PRECONDITION.
+    ErrorAfter(u64),
+    /// One message, then nothing, never ending: the client must give up.
+    NeverEnd,
+}
+
+/// How many messages a stream in mode `Many` sends.
+pub const MANY_MESSAGES: u64 = 10_000;
+
+impl FromStr for StreamMode {
+    type Err = String;
+
+    fn from_str(value: &str) -> Result<Self, String> {
+        let error_after = value
+            .strip_prefix("error_after=")
+            .map(|count| count.parse::<u64>().map(StreamMode::ErrorAfter));
+        match (value, error_after) {
+            ("normal", _) => Ok(StreamMode::Normal),
+            ("many", _) => Ok(StreamMode::Many),
+            ("never_end", _) => Ok(StreamMode::NeverEnd),
+            (_, Some(Ok(mode))) => Ok(mode),
+            _ => Err(format!(
+                "stream mode {value:?}: write normal, many, error_after=N (N a count) or never_end"
+            )),
+        }
+    }
+}
+
+/// Server-streaming and bidirectional answers: open now, and opened and cancelled since the
+/// last reset. Cancelled ones ended before the server finished them: the client went away or
+/// reset the stream, its request stream broke, or its deadline passed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct StreamCounts {
+    pub open: u64,
+    pub opened: u64,
+    pub cancelled: u64,
 }
 
 #[derive(Debug, Default)]
@@ -58,11 +110,46 @@ impl Control {
             .clone()
     }
 
-    /// Clears the counts, the metadata and the delay.
+    /// Clears the counts, the metadata, the delay and the stream mode. Streams still open stay
+    /// counted open: they have not ended.
     pub fn reset(&self) {
         *self.state.lock().unwrap_or_else(PoisonError::into_inner) = Seen::default();
         self.delay_ms.store(0, Ordering::Relaxed);
         self.most_waiting.store(0, Ordering::SeqCst);
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        *streams = StreamCounts {
+            open: streams.open,
+            ..StreamCounts::default()
+        };
+        self.set_stream_mode(StreamMode::Normal);
+    }
+
+    pub fn streams(&self) -> StreamCounts {
+        *self.streams.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn stream_opened(&self) {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        streams.open += 1;
+        streams.opened += 1;
+    }
+
+    /// `finished`: the server ended the stream (with OK or not), rather than the client or the
+    /// deadline.
+    pub fn stream_closed(&self, finished: bool) {
+        let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
+        streams.open = streams.open.saturating_sub(1);
+        if !finished {
+            streams.cancelled += 1;
+        }
+    }
+
+    pub fn stream_mode(&self) -> StreamMode {
+        *self.stream_mode.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn set_stream_mode(&self, mode: StreamMode) {
+        *self.stream_mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
     }
 
     pub fn set_delay(&self, delay: Duration) {

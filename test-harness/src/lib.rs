@@ -8,6 +8,7 @@ pub mod kitchen_sink;
 pub mod lying_reflection;
 pub mod reflection;
 pub mod rules;
+pub mod streams;
 pub mod users;
 
 pub mod proto {

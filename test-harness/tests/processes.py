@@ -154,6 +154,17 @@ class Upstream:
         """Delays every later gRPC answer by `ms` milliseconds (until reset)."""
         httpx2.post(f"{self.control_url}/delay", params={"ms": ms}, timeout=2).raise_for_status()
 
+    def streams(self) -> dict[str, int]:
+        """Server-streaming and bidirectional answers: `open` now, and `opened` and `cancelled`
+        (ended by the client, a broken request stream or the deadline) since the last reset."""
+        return httpx2.get(f"{self.control_url}/streams", timeout=2).raise_for_status().json()
+
+    def stream_mode(self, mode: str) -> None:
+        """How every later server-streaming answer behaves (until reset): `normal`, `many`
+        (10,000 messages, then OK), `error_after=N` (N messages, then FAILED_PRECONDITION) or
+        `never_end` (one message, then silence, whatever the deadline)."""
+        httpx2.post(f"{self.control_url}/stream", params={"mode": mode}, timeout=2).raise_for_status()
+
 
 def demo_config() -> dict[str, Any]:
     """The demo bootstrap, whose switchblade filter is configured through ECDS."""

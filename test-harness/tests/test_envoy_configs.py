@@ -139,7 +139,7 @@ BAD_PLUGIN_CONFIGS = [
     (json.dumps({"mcp_path": "mcp", "services": {USERS: {"cluster": "demo_grpc"}}}), "at `mcp_path`"),
     # Exposure policy: every mistake is refused with the key and the fix.
     (services(expose="selected", methods=[f"{CATALOG}/Nope"]),
-     f"at `services.{CATALOG}.methods[0]`: service {CATALOG} has no method Nope; its methods: Search, GetItem, WatchItems"),
+     f"at `services.{CATALOG}.methods[0]`: service {CATALOG} has no method Nope; its methods: Search, GetItem, WatchItems, ImportItems"),
     (services(expose="selected", methods=["GetItem"]), f"at `services.{CATALOG}.methods[0]`: \"GetItem\" is not a method selector"),
     (services(expose="selected", methods=[f"{CATALOG}/GetItem", f"{CATALOG}/GetItem"]),
      f"at `services.{CATALOG}.methods[1]`: {CATALOG}/GetItem is listed twice"),

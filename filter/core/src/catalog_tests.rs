@@ -96,7 +96,7 @@ fn configuration_errors_name_the_key_and_the_fix() {
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["GetItem"]}}}"#,
          "at `services.demo.catalog.v1.CatalogService.methods[0]`: \"GetItem\" is not a method selector; write demo.catalog.v1.CatalogService/Method"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/Nope"]}}}"#,
-         "at `services.demo.catalog.v1.CatalogService.methods[0]`: service demo.catalog.v1.CatalogService has no method Nope; its methods: Search, GetItem, WatchItems"),
+         "at `services.demo.catalog.v1.CatalogService.methods[0]`: service demo.catalog.v1.CatalogService has no method Nope; its methods: Search, GetItem, WatchItems, ImportItems"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.users.v1.UserService/GetUser"]}}}"#,
          "at `services.demo.catalog.v1.CatalogService.methods[0]`: demo.users.v1.UserService/GetUser names service demo.users.v1.UserService, not demo.catalog.v1.CatalogService; list it under `services.demo.users.v1.UserService`"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/GetItem","demo.catalog.v1.CatalogService/GetItem"]}}}"#,

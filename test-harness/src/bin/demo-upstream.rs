@@ -12,19 +12,24 @@
 //! (default 127.0.0.1:50052):
 //! `GET /calls` returns the per-method call counts as JSON, `GET /metadata` the gRPC metadata
 //! of each method's last call, `GET /in_flight` the most calls that were delayed at once,
-//! `POST /delay?ms=N` delays every later answer by N milliseconds, `POST /reset` clears the
-//! counts and the delay.
+//! `GET /streams` the server-streaming and bidirectional answers `open` now, and `opened` and
+//! `cancelled` (ended by the client, a broken request stream or the deadline) since the reset,
+//! `POST /delay?ms=N` delays every later answer by N milliseconds, `POST /stream?mode=M` makes
+//! every later server-streaming answer `normal`, `many` (10,000 messages at once, then OK),
+//! `error_after=N` (N messages, then FAILED_PRECONDITION) or `never_end` (one message, then
+//! silence, whatever the deadline), `POST /reset` clears the counts, the delay and the mode.
 
 use std::error::Error;
 use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::extract::Query;
+use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use switchblade_test_harness::catalog::Catalog;
-use switchblade_test_harness::control::Control;
+use switchblade_test_harness::control::{Control, StreamMode};
 use switchblade_test_harness::inventory::Inventory;
 use switchblade_test_harness::kitchen_sink::KitchenSink;
 use switchblade_test_harness::lying_reflection::lying_reflection;
@@ -162,11 +167,18 @@ struct Delay {
     ms: u64,
 }
 
+#[derive(Deserialize)]
+struct Mode {
+    mode: String,
+}
+
 fn control_api(control: Control) -> Router {
     let calls = control.clone();
     let metadata = control.clone();
     let delay = control.clone();
     let in_flight = control.clone();
+    let streams = control.clone();
+    let stream_mode = control.clone();
     Router::new()
         .route("/calls", get(move || async move { Json(calls.counts()) }))
         .route(
@@ -177,6 +189,15 @@ fn control_api(control: Control) -> Router {
         .route(
             "/delay",
             post(move |Query(Delay { ms }): Query<Delay>| async move { delay.set_delay(Duration::from_millis(ms)) }),
+        )
+        .route("/streams", get(move || async move { Json(streams.streams()) }))
+        .route(
+            "/stream",
+            post(move |Query(Mode { mode }): Query<Mode>| async move {
+                let mode: StreamMode = mode.parse().map_err(|error| (StatusCode::BAD_REQUEST, error))?;
+                stream_mode.set_stream_mode(mode);
+                Ok::<(), (StatusCode, String)>(())
+            }),
         )
         .route("/reset", post(move || async move { control.reset() }))
 }
