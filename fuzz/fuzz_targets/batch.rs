@@ -77,6 +77,8 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
             }
             return;
         }
+        // A cancellation makes no calls.
+        Outcome::Cancel { .. } => return,
         Outcome::Await(reply) => reply,
     };
     assert!(count <= batch_size, "a batch over its size made calls");

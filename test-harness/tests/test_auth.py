@@ -192,6 +192,37 @@ def with_plugin(bootstrap: dict, plugin: dict) -> dict:
     return bootstrap
 
 
+def test_streaming_tools_are_hidden_and_refused_like_unary_ones(upstream: Upstream, key) -> None:
+    """With `streaming: true`, WatchItems and ImportItems fall under the catalog's rule and Chat
+    under no rule (`unlisted: deny`): a caller sees and calls only what its scopes cover, and a
+    hidden stream reaches nothing."""
+    upstream.reset()
+    plugin = json.loads(filter_build.WasmBuild.plugin(auth_plugin_entry(auth_bootstrap(key))))
+    for service in plugin["services"].values():
+        service["streaming"] = True
+    proxy = Envoy(upstream, bootstrap=with_plugin(auth_bootstrap(key), plugin), name="envoy-auth-streams").start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        listed = {scope: legacy_list(mcp, bearer(token(key, scope))) for scope in ["catalog:read", "users:read"]}
+        assert listed == {
+            "catalog:read": ["CatalogService_Search", "CatalogService_GetItem", "CatalogService_WatchItems",
+                             "CatalogService_ImportItems"],
+            "users:read": ["UserService_GetUser"],
+        }
+        headers = bearer(token(key, "users:read catalog:read"))
+        chat = {"name": "UserService_Chat", "arguments": {"messages": [{"text": "hi"}]}}
+        refused = mcp.modern("tools/call", chat, headers=headers)
+        assert refused.status_code == 400 and 'unknown tool \\"UserService_Chat\\"' in refused.text, refused.text
+        watch = {"name": "CatalogService_WatchItems", "arguments": {"ids": ["1"], "interval_ms": 10}}
+        hidden = mcp.modern("tools/call", watch, headers=bearer(token(key, "users:read")))
+        assert 'unknown tool \\"CatalogService_WatchItems\\"' in hidden.text, hidden.text
+        assert upstream.streams()["opened"] == 0 and upstream.total_calls() == 0
+        allowed = mcp.modern("tools/call", watch, headers=headers).json()["result"]
+        assert allowed["structuredContent"]["end"]["reason"] == "max_messages", allowed
+    finally:
+        proxy.stop()
+
+
 def test_without_a_verified_token_switchblade_fails_closed(upstream: Upstream, key) -> None:
     """jwt_authn misconfigured to let requests without a token through: Switchblade, told to
     authorize, finds no verified payload and refuses everything."""

@@ -82,6 +82,7 @@ fn main() {
             (reply, calls)
         }
         Outcome::Respond(answer) => panic!("no call: {}", String::from_utf8_lossy(&answer.body)),
+        Outcome::Cancel { .. } => panic!("no call: a cancellation"),
     };
 
     let request_half = time(|| {

@@ -29,7 +29,10 @@ pub enum Incoming {
         method: String,
         params: Option<Value>,
     },
-    Notification,
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
     /// A client's answer to a server request. This server sends none.
     Response,
 }
@@ -127,7 +130,10 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
         ));
     }
     match (object.remove("method"), id) {
-        (Some(Value::String(_)), None) => Ok(Incoming::Notification),
+        (Some(Value::String(method)), None) => Ok(Incoming::Notification {
+            method,
+            params: object.remove("params"),
+        }),
         (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Incoming::Request {
             id,
             method,
@@ -158,7 +164,7 @@ pub fn reply_id(id: Option<&Value>) -> Value {
 }
 
 /// MCP ids are strings or integers; null is not allowed for requests.
-fn is_valid_id(id: &Value) -> bool {
+pub(crate) fn is_valid_id(id: &Value) -> bool {
     match id {
         Value::String(_) => true,
         Value::Number(number) => number.is_i64() || number.is_u64(),
@@ -214,7 +220,10 @@ mod tests {
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).unwrap(),
-            Incoming::Notification
+            Incoming::Notification {
+                method: "notifications/initialized".into(),
+                params: None
+            }
         );
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":3,"result":{}}"#).unwrap(),

@@ -13,6 +13,7 @@
 //! - what is counted and logged: [`observe`].
 
 pub mod access;
+pub mod cancel;
 pub mod catalog;
 pub mod config;
 pub mod configure;

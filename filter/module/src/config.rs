@@ -1,6 +1,6 @@
 //! One filter configuration, shared by every worker thread: its server (fixed, or swapped by
 //! live reflection), its stats' ids, and the clocks it runs (reflection refreshes, and the
-//! deadlines of routed calls).
+//! wake-ups of its streams: deadlines of routed calls, cancellations).
 
 use std::any::Any;
 use std::collections::HashMap;
@@ -14,7 +14,7 @@ use switchblade_core::observe::{predefined_samples, Metric, Sample};
 use switchblade_core::reflection::Refreshed;
 use switchblade_core::server::Server;
 
-use crate::abi::{ConfigHost, Deadlines, Ticker};
+use crate::abi::{ConfigHost, Ticker, Wakeups};
 use crate::discovery::LiveCatalog;
 use crate::host::StatsHost;
 
@@ -30,10 +30,8 @@ pub struct Config {
     /// configuration goes. Kept as `Any` so that code without Envoy (the unit tests) never
     /// links the ticker's ABI calls.
     ticker: Option<Box<dyn Any + Send + Sync>>,
-    /// Whether `routing` is set (it is the same for every server of the configuration).
-    routes_calls: bool,
-    /// Wakes routed calls whose deadline has passed; only with `routing`.
-    deadlines: Option<Deadlines>,
+    /// Wakes routed calls whose deadline has passed, and streams whose request was cancelled.
+    wakeups: Option<Wakeups>,
     /// The id of each of [`Metric::ALL`] with Envoy's labels, in order; `None` where Envoy
     /// refused it.
     metric_ids: Vec<Option<usize>>,
@@ -86,7 +84,6 @@ impl Config {
                 None => "tool calls as HTTP callouts".to_owned(),
             }
         );
-        let routes_calls = routed.is_some();
         Ok(Config {
             server: match refresher {
                 Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
@@ -94,8 +91,7 @@ impl Config {
             },
             live: refresher.map(LiveCatalog::new),
             ticker: None,
-            routes_calls,
-            deadlines: None,
+            wakeups: None,
             metric_ids,
             predefined_ids,
         })
@@ -109,23 +105,20 @@ impl Config {
         }
     }
 
-    /// Whether the configuration routes tool calls through Envoy's router, and so needs the
-    /// clock of their deadlines.
-    pub fn routes_calls(&self) -> bool {
-        self.routes_calls
-    }
-
-    /// Keeps the clock of routed calls' deadlines, which the host starts.
-    pub fn keep_deadlines(&mut self, deadlines: Option<Deadlines>) {
-        if deadlines.is_none() {
-            log::warn!("cannot start the clock of routed calls' deadlines; Envoy's route timeout alone bounds them");
+    /// Keeps the wake-ups of the configuration's streams, which the host starts.
+    pub fn keep_wakeups(&mut self, wakeups: Option<Wakeups>) {
+        if wakeups.is_none() {
+            log::warn!(
+                "cannot start the clock of routed calls' deadlines; Envoy's route timeout alone bounds them, \
+                 and notifications/cancelled cannot stop a stream"
+            );
         }
-        self.deadlines = deadlines;
+        self.wakeups = wakeups;
     }
 
-    /// The clock of routed calls' deadlines, if the configuration routes calls.
-    pub fn deadlines(&self) -> Option<&Deadlines> {
-        self.deadlines.as_ref()
+    /// The wake-ups of the configuration's streams, if they could be started.
+    pub fn wakeups(&self) -> Option<&Wakeups> {
+        self.wakeups.as_ref()
     }
 
     /// How often the configuration needs its scheduled hook: only if it reads reflection.

@@ -12,6 +12,7 @@
 use std::cell::{Cell, RefCell};
 
 use switchblade_core::access::Caller;
+use switchblade_core::cancel::{CancelKey, CANCELLED_COMMENT};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
@@ -28,6 +29,9 @@ use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 const ROUTED: u64 = 0;
 /// The wake-up that says a routed call's deadline has passed.
 pub const DEADLINE_PASSED: u64 = 1;
+/// The wake-up that says the client cancelled the request (`notifications/cancelled`, heard on
+/// another stream).
+pub const CANCELLED: u64 = 2;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +73,8 @@ pub struct Exchange {
     poisoned: Cell<bool>,
     /// The routed call's deadline; dropping it cancels it.
     deadline: RefCell<Option<Alarm>>,
+    /// Listens for the cancellation of a streaming call's request; dropping it stops listening.
+    cancel_listener: RefCell<Option<Alarm>>,
 }
 
 impl Exchange {
@@ -82,6 +88,7 @@ impl Exchange {
             answered: Cell::new(false),
             poisoned: Cell::new(false),
             deadline: RefCell::new(None),
+            cancel_listener: RefCell::new(None),
         }
     }
 
@@ -104,6 +111,7 @@ impl Exchange {
             return;
         }
         self.deadline.replace(None);
+        self.cancel_listener.replace(None);
         if self.answered.replace(true) {
             host.reset();
             return;
@@ -190,19 +198,34 @@ impl Exchange {
         let server = self.server();
         // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
         // comes through filter state (the configuration check refuses a metadata source).
-        let caller = match server.access().map(|policy| policy.source()) {
+        let token_payload = match server.access().map(|policy| policy.source()) {
+            Some(TokenPayloadSource::FilterState(key)) => host.filter_state(key),
+            _ => None,
+        };
+        let caller = match server.access() {
             None => Caller::Anyone,
-            Some(TokenPayloadSource::FilterState(key)) => server.caller(host.filter_state(key).as_deref()),
-            Some(TokenPayloadSource::Metadata { .. }) => server.caller(None),
+            Some(_) => server.caller(token_payload.as_deref()),
         };
         let request = McpRequest {
             headers,
             body,
             caller: &caller,
         };
+        let cancel_key = |request_id| {
+            CancelKey::new(
+                host.source_address().as_deref(),
+                headers,
+                token_payload.as_deref(),
+                request_id,
+            )
+        };
         let outcome = server.handle(request, &mut self.observed.borrow_mut());
         let mut reply = match outcome {
             Outcome::Respond(response) => return self.answer(host, &response),
+            Outcome::Cancel { request_id, response } => {
+                host.cancel_listeners(&cancel_key(&request_id).text());
+                return self.answer(host, &response);
+            }
             Outcome::Await(reply) => reply,
         };
         if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
@@ -210,9 +233,51 @@ impl Exchange {
                 return self.route_call(host, reply, call, cluster_header);
             }
         }
+        if let Some(request_id) = reply.cancellable_id() {
+            *self.cancel_listener.borrow_mut() = host.listen_for_cancel(&cancel_key(request_id).text(), CANCELLED);
+        }
         *self.state.borrow_mut() = State::CallingOut(reply);
         self.advance(host);
         Verdict::Buffer
+    }
+
+    /// A wake-up the exchange asked for.
+    pub fn wake(&self, host: &impl StreamHost, event: u64) {
+        match event {
+            DEADLINE_PASSED => self.deadline_passed(host),
+            CANCELLED => self.cancelled(host),
+            _ => {}
+        }
+    }
+
+    /// The client cancelled the request: its calls are stopped, and it is answered with no
+    /// JSON-RPC response (an SSE answer already begun just ends).
+    fn cancelled(&self, host: &impl StreamHost) {
+        self.cancel_listener.replace(None);
+        let reply = {
+            let mut state = self.state.borrow_mut();
+            if !matches!(*state, State::CallingOut(_)) {
+                return;
+            }
+            let State::CallingOut(reply) = std::mem::replace(&mut *state, State::Answered) else {
+                return;
+            };
+            reply
+        };
+        let cancelled = self.server().cancel(reply, now(), &mut self.observed.borrow_mut());
+        for call in cancelled.calls {
+            // Its end, if Envoy tells it inline, finds the request answered.
+            host.reset_call(call);
+        }
+        match cancelled.response {
+            Some(response) => {
+                self.answer(host, &response);
+            }
+            None => {
+                self.publish(host);
+                host.send_response_data(CANCELLED_COMMENT, true);
+            }
+        }
     }
 
     /// A part of a call's answer. A stream of answers that reaches a bound is cancelled at
@@ -314,6 +379,7 @@ impl Exchange {
         let State::CallingOut(reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return;
         };
+        self.cancel_listener.replace(None);
         if reply.is_streaming_events() {
             // The SSE answer is begun: the result is its last event.
             self.publish(host);

@@ -68,6 +68,13 @@ pub trait StreamHost {
     fn reset_call(&self, call: u64);
     /// Asks for the exchange's `wake` hook at `when`, with `event`; `None` if the host cannot.
     fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm>;
+    /// Asks for the exchange's `wake` hook, with `event`, when another stream of the same
+    /// configuration cancels `cancel_key` ([`Self::cancel_listeners`]); `None` if the host cannot.
+    fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm>;
+    /// Wakes the streams listening for `cancel_key`; how many.
+    fn cancel_listeners(&self, cancel_key: &str) -> usize;
+    /// The client's address (Envoy's `source.address`, with its port).
+    fn source_address(&self) -> Option<String>;
 }
 
 /// What a configuration needs of Envoy while it is made: its stats.

@@ -2,18 +2,21 @@
 //! answer back. A unary call is one HTTP callout, answered whole. A streaming call is a gRPC
 //! stream of Envoy's (its messages come one by one, so a bound can cancel it at once); its
 //! deadline is kept by the root context's tick ([`crate::clock`]), which ends the call on this
-//! request's behalf. Proxy-wasm answers a request once and whole, so the progress
-//! notifications of a streaming call go out with its result, not as each message comes.
+//! request's behalf, and so is a cancellation heard on another request ([`crate::cancels`]).
+//! Proxy-wasm answers a request once and whole, so the progress notifications of a streaming
+//! call go out with its result, not as each message comes.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+use std::time::Duration;
 
 use log::{error, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::access::Caller;
+use switchblade_core::cancel::CancelKey;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
@@ -21,7 +24,8 @@ use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
-use crate::clock::{Deadline, StreamClock};
+use crate::cancels;
+use crate::clock::{Ending, OpenStream, StreamClock};
 use crate::host_io::{
     buffer, call_out, call_response, header_value, log_fields, map_bytes, now, token_payload, HeaderMapBytes,
 };
@@ -53,6 +57,9 @@ pub(crate) struct Inner {
     state: State,
     /// The trailing metadata of each stream, until it closes with its status.
     trailing: HashMap<u32, HeaderMapBytes>,
+    /// The key a client's `notifications/cancelled` names this request by, and when it came:
+    /// for a lone streaming call, whose stream the tick ends if it is cancelled.
+    cancel: Option<(CancelKey, Duration)>,
 }
 
 impl Exchange {
@@ -66,6 +73,7 @@ impl Exchange {
                 observed: Observations::default(),
                 state: State::PassThrough,
                 trailing: HashMap::new(),
+                cancel: None,
             })),
         }
     }
@@ -83,6 +91,13 @@ impl Exchange {
 }
 
 impl Context for Exchange {
+    fn on_done(&mut self) -> bool {
+        if let Ok(mut inner) = self.inner.try_borrow_mut() {
+            inner.abandoned();
+        }
+        true
+    }
+
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
         {
             let mut inner = self.inner.borrow_mut();
@@ -227,20 +242,69 @@ impl Exchange {
 
 impl Inner {
     fn handle(&mut self, headers: &McpHeaders, body: &[u8], context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        let token_payload = self.server.access().and_then(|policy| token_payload(policy.source()));
         let caller = match self.server.access() {
             None => Caller::Anyone,
-            Some(policy) => self.server.caller(token_payload(policy.source()).as_deref()),
+            Some(_) => self.server.caller(token_payload.as_deref()),
         };
         let request = McpRequest {
             headers,
             body,
             caller: &caller,
         };
+        let cancel_key = |request_id| {
+            let address = hostcalls::get_property(vec!["source", "address"]).ok().flatten();
+            let address = address.map(|address| String::from_utf8_lossy(&address).into_owned());
+            CancelKey::new(address.as_deref(), headers, token_payload.as_deref(), request_id)
+        };
         match self.server.handle(request, &mut self.observed) {
             Outcome::Respond(response) => self.answer(&response),
+            Outcome::Cancel { request_id, response } => {
+                cancels::file(&cancel_key(&request_id));
+                self.answer(&response);
+            }
             Outcome::Await(reply) => {
+                self.cancel = reply.cancellable_id().map(|request_id| (cancel_key(request_id), now()));
                 self.state = State::AwaitingUpstream(reply);
                 self.start_calls(context_id, weak);
+            }
+        }
+    }
+
+    /// The client cancelled the request: its streams are cancelled already; it is answered
+    /// with no JSON-RPC response.
+    fn cancelled(&mut self) {
+        let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+            return;
+        };
+        let cancelled = self.server.cancel(reply, now(), &mut self.observed);
+        self.stop_streams(&cancelled.calls);
+        // Proxy-wasm has sent nothing yet: the whole answer is here.
+        if let Some(response) = cancelled.response {
+            self.send(&response);
+        }
+    }
+
+    /// The request is gone (its client closed the connection, or Envoy reset it): Envoy does
+    /// not cancel the gRPC streams of a Wasm context that goes, so they are cancelled here, and
+    /// the calls counted as cancelled.
+    fn abandoned(&mut self) {
+        let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+            return;
+        };
+        let cancelled = self.server.cancel(reply, now(), &mut self.observed);
+        self.stop_streams(&cancelled.calls);
+        self.stats.publish(&self.observed);
+    }
+
+    /// Cancels the gRPC streams among `calls` (callouts end with their context), and forgets
+    /// their deadlines.
+    fn stop_streams(&self, calls: &[u64]) {
+        for token in calls.iter().filter(|token| *token & STREAM != 0) {
+            if let Ok(stream) = u32::try_from(token & !STREAM) {
+                self.clock.remove(stream);
+                // Cancelling one the tick cancelled already is refused, harmlessly.
+                let _ = hostcalls::cancel_grpc_stream(stream);
             }
         }
     }
@@ -291,7 +355,7 @@ impl Inner {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
                     format!("{status:?}")
                 }),
-            _ => open_stream(call, context_id, clock, weak).map(|token| STREAM | u64::from(token)),
+            _ => open_stream(call, context_id, clock, weak, self.cancel).map(|token| STREAM | u64::from(token)),
         };
         if !server.start_calls(reply, start, now(), observed) {
             return;
@@ -325,6 +389,7 @@ fn open_stream(
     context_id: u32,
     clock: &StreamClock<Inner>,
     weak: &Weak<RefCell<Inner>>,
+    cancel: Option<(CancelKey, Duration)>,
 ) -> Result<u32, String> {
     let (service, method) = call.service_and_method();
     let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(key, value)| (key, value.as_bytes())).collect();
@@ -346,8 +411,9 @@ fn open_stream(
         let _ = hostcalls::cancel_grpc_stream(token);
         return Err(format!("cannot send on the gRPC stream: {status:?}"));
     }
-    clock.add(Deadline {
-        at: now() + call.timeout(),
+    clock.add(OpenStream {
+        deadline: now() + call.timeout(),
+        cancel,
         context_id,
         token,
         owner: weak.clone(),
@@ -355,25 +421,29 @@ fn open_stream(
     Ok(token)
 }
 
-/// Ends the streams whose deadline has passed, on behalf of their requests: each is cancelled,
-/// and its call ends as the deadline's (its messages so far are the result).
-pub(crate) fn end_expired_streams(clock: &StreamClock<Inner>) {
-    for deadline in clock.expired(now()) {
-        let Some(inner) = deadline.owner.upgrade() else {
+/// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
+/// their requests: each is cancelled; a deadline's call ends with the messages so far as its
+/// result, a cancelled request with no response.
+pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
+    for (stream, ending) in clock.take_ending(now(), cancels::is_cancelled) {
+        let Some(inner) = stream.owner.upgrade() else {
             continue;
         };
         // Host calls from here act on the request's stream, not the root context's.
-        if let Err(status) = hostcalls::set_effective_context(deadline.context_id) {
-            warn!("cannot act for a request past its deadline: {status:?}");
+        if let Err(status) = hostcalls::set_effective_context(stream.context_id) {
+            warn!("cannot act for a request whose stream ends ({ending:?}): {status:?}");
             continue;
         }
-        if let Err(status) = hostcalls::cancel_grpc_stream(deadline.token) {
-            warn!("cannot cancel a gRPC stream past its deadline: {status:?}");
+        if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
+            warn!("cannot cancel a gRPC stream ({ending:?}): {status:?}");
         }
         let weak = Rc::downgrade(&inner);
         let Ok(mut inner) = inner.try_borrow_mut() else {
             continue;
         };
-        inner.ended(STREAM | u64::from(deadline.token), true, deadline.context_id, &weak);
+        match ending {
+            Ending::Deadline => inner.ended(STREAM | u64::from(stream.token), true, stream.context_id, &weak),
+            Ending::Cancelled => inner.cancelled(),
+        }
     }
 }

@@ -14,6 +14,7 @@
 
 #![cfg(target_arch = "wasm32")]
 
+mod cancels;
 mod clock;
 mod exchange;
 mod host_io;
@@ -32,7 +33,7 @@ use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
-use crate::exchange::{end_expired_streams, Exchange, Inner};
+use crate::exchange::{end_streams_due, Exchange, Inner};
 use crate::host_io::{call_out, call_response, now};
 use crate::stats::Stats;
 
@@ -129,7 +130,8 @@ impl RootContext for Root {
                     .as_ref()
                     .is_some_and(|server| server.catalog().tools().any(|tool| tool.kind != CallKind::Unary));
                 self.refresher = refresher;
-                // The tick reads reflection when due, and ends streams past their deadline.
+                // The tick reads reflection when due, and ends streams past their deadline or
+                // cancelled.
                 let tick = match (streams, self.refresher.is_some()) {
                     (true, _) => Some(STREAM_TICK),
                     (false, true) => Some(TICK),
@@ -152,7 +154,7 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         self.refresh_if_due();
-        end_expired_streams(&self.clock);
+        end_streams_due(&self.clock);
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

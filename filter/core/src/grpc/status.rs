@@ -29,6 +29,7 @@ pub fn status_name(code: u32) -> &'static str {
 }
 
 pub const OK: u32 = 0;
+pub const CANCELLED: u32 = 1;
 pub const UNKNOWN: u32 = 2;
 pub const INVALID_ARGUMENT: u32 = 3;
 pub const DEADLINE_EXCEEDED: u32 = 4;

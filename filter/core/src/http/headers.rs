@@ -20,6 +20,9 @@ pub struct McpHeaders {
     pub origin: Option<String>,
     /// `:authority` (HTTP/2) or `Host` (HTTP/1.1), as Envoy presents it.
     pub authority: Option<String>,
+    /// The client's credential, which tells its requests apart from others' when it cancels
+    /// one ([`crate::cancel`]).
+    pub authorization: Option<String>,
 }
 
 impl McpHeaders {
@@ -37,6 +40,7 @@ impl McpHeaders {
                 "origin" => (&mut headers.origin, None),
                 ":authority" | "host" => (&mut headers.authority, None),
                 "content-type" => (&mut headers.content_type, None),
+                "authorization" => (&mut headers.authorization, None),
                 "mcp-protocol-version" => (&mut headers.protocol_version, Some("mcp-protocol-version")),
                 "mcp-method" => (&mut headers.mcp_method, Some("mcp-method")),
                 "mcp-name" => (&mut headers.mcp_name, Some("mcp-name")),

@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
-use crate::grpc::status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
+use crate::grpc::status::{status_name, CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
 use crate::http::Refusal;
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
@@ -39,6 +39,8 @@ pub enum CallOutcome {
     InvalidArguments,
     Unavailable,
     DeadlineExceeded,
+    /// The client cancelled the request while the call was out.
+    Cancelled,
 }
 
 impl CallOutcome {
@@ -59,6 +61,7 @@ impl CallOutcome {
             CallOutcome::InvalidArguments => "invalid_arguments",
             CallOutcome::Unavailable => "unavailable",
             CallOutcome::DeadlineExceeded => "deadline_exceeded",
+            CallOutcome::Cancelled => "cancelled",
         }
     }
 }
@@ -114,6 +117,17 @@ impl Observations {
             grpc_status: INVALID_ARGUMENT,
             refused_path: Some(path.to_owned()),
             upstream_time: None,
+        });
+    }
+
+    /// A call out when its client cancelled the request (recorded with gRPC `CANCELLED`).
+    pub(crate) fn call_cancelled(&mut self, tool: &Arc<Tool>, upstream_time: Option<Duration>) {
+        self.tool_calls.push(ToolCallRecord {
+            tool: Arc::clone(tool),
+            outcome: CallOutcome::Cancelled,
+            grpc_status: CANCELLED,
+            refused_path: None,
+            upstream_time,
         });
     }
 

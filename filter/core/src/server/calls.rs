@@ -8,8 +8,10 @@ use std::time::Duration;
 
 use super::reply::Heard;
 use super::{Reply, Server};
+use crate::cancel::CANCELLED_COMMENT;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeAnswer};
-use crate::http::header_pairs;
+use crate::grpc::status::DEADLINE_EXCEEDED;
+use crate::http::{header_pairs, HttpResponse};
 use crate::observe::Observations;
 use crate::upstream::UpstreamCall;
 
@@ -96,15 +98,50 @@ impl Server {
     }
 }
 
+/// What a host does for a request its client cancelled.
+#[derive(Debug)]
+pub struct Cancelled {
+    /// The calls to cancel (their upstream streams reset).
+    pub calls: Vec<u64>,
+    /// The HTTP answer, which carries no JSON-RPC response (the spec asks for none): an SSE
+    /// stream with only [`CANCELLED_COMMENT`]; `None` when the host has begun an SSE answer
+    /// already, which it ends with that comment.
+    pub response: Option<HttpResponse>,
+}
+
+impl Server {
+    /// The client cancelled the request (`notifications/cancelled`): its calls out are counted
+    /// as cancelled and handed back to be stopped, and nothing more is answered for it.
+    pub fn cancel(&self, mut reply: Reply, now: Duration, observed: &mut Observations) -> Cancelled {
+        let streaming = reply.is_streaming_events();
+        let mut calls = Vec::new();
+        for (token, call) in reply.take_all_out() {
+            observed.call_cancelled(&call.tool, call.upstream_time(now));
+            calls.push(token);
+        }
+        Cancelled {
+            calls,
+            response: (!streaming).then(|| HttpResponse::event_stream(CANCELLED_COMMENT.to_vec())),
+        }
+    }
+}
+
 /// Timers fire on a millisecond tick, and the host's clock may read a hair earlier.
 const CLOCK_SLACK: Duration = Duration::from_millis(5);
 
 /// A call that ended without a whole answer once its deadline had passed was cut off by the
 /// host's timeout (a callout's ends as a reset when the upstream's headers had come already).
+/// A stream of answers whose upstream ended it with `DEADLINE_EXCEEDED` once the deadline had
+/// passed kept the `grpc-timeout` it was sent: its collection window closed, as the host's clock
+/// would have closed it.
 fn timed_out<'a>(call: &UpstreamCall, end: CallEnd<'a>, now: Duration) -> CallEnd<'a> {
     let out_for = call.upstream_time(now).unwrap_or_default();
+    let past = out_for + CLOCK_SLACK >= call.timeout();
     match end {
-        CallEnd::Reset if out_for + CLOCK_SLACK >= call.timeout() => CallEnd::DeadlinePassed,
+        CallEnd::Reset if past => CallEnd::DeadlinePassed,
+        CallEnd::Replied(grpc) if past && grpc.status == DEADLINE_EXCEEDED && call.kind().receives_many() => {
+            CallEnd::DeadlinePassed
+        }
         end => end,
     }
 }

@@ -24,7 +24,10 @@ impl Server {
             Err(error) => return Handled::Answer(Answer::error(era, &error)),
         };
         match incoming {
-            Incoming::Notification => Handled::Nothing,
+            Incoming::Notification { method, params } => match cancelled_request(era, &method, params.as_ref()) {
+                Some(request_id) => Handled::Cancel(request_id),
+                None => Handled::Nothing,
+            },
             Incoming::Response if era == Era::Modern => Handled::Answer(Answer::error(
                 era,
                 &RpcError::new(
@@ -169,4 +172,14 @@ fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
         _ => format!("Method not found: {method}"),
     };
     RpcError::new(id, METHOD_NOT_FOUND, message)
+}
+
+/// The request a `notifications/cancelled` names, in the handshake eras (in 2026-07-28 a client
+/// cancels by closing the request's stream). A malformed one is ignored, as the spec asks.
+fn cancelled_request(era: Era, method: &str, params: Option<&Value>) -> Option<Value> {
+    if era == Era::Modern || method != "notifications/cancelled" {
+        return None;
+    }
+    let request_id = params?.get("requestId")?;
+    jsonrpc::is_valid_id(request_id).then(|| request_id.clone())
 }

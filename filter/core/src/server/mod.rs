@@ -64,6 +64,12 @@ pub enum Outcome {
     Respond(HttpResponse),
     /// Make the reply's calls; it is complete when each has ended.
     Await(Reply),
+    /// A `notifications/cancelled`: cancel the client's request `request_id` if it is in
+    /// flight (its [`CancelKey`](crate::cancel::CancelKey)), and answer with `response`.
+    Cancel {
+        request_id: Value,
+        response: HttpResponse,
+    },
 }
 
 /// One configuration's MCP server, built once per configuration and shared by every request
@@ -111,6 +117,8 @@ enum Handled {
     Nothing,
     Answer(Answer),
     Call(UpstreamCall),
+    /// A `notifications/cancelled` for this request id.
+    Cancel(Value),
 }
 
 impl Server {
@@ -371,17 +379,23 @@ impl Server {
     /// Each message's answer, in order; calls leave a slot in the reply for their result.
     fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>, observed: &mut Observations) -> Outcome {
         let mut reply = Reply::new(context.batch, messages.len(), &self.limits);
+        let mut cancelled = None;
         for message in messages {
             match self.handle_message(context, message, reply.next_slot(), observed) {
                 Handled::Nothing => {}
                 Handled::Answer(answer) => reply.answered(answer),
                 Handled::Call(call) => reply.awaiting(call),
+                Handled::Cancel(request_id) => cancelled = Some(request_id),
             }
         }
-        if reply.has_calls() {
-            Outcome::Await(reply)
-        } else {
-            Outcome::Respond(reply.into_response())
+        // A cancellation inside a batch that also makes calls is ignored (the spec allows it).
+        match (reply.has_calls(), cancelled) {
+            (true, _) => Outcome::Await(reply),
+            (false, Some(request_id)) => Outcome::Cancel {
+                request_id,
+                response: reply.into_response(),
+            },
+            (false, None) => Outcome::Respond(reply.into_response()),
         }
     }
 }

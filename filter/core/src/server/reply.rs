@@ -210,6 +210,24 @@ impl Reply {
         Some((out.call, out.response))
     }
 
+    /// The id of the request its client may cancel while its call is out: a lone call of a
+    /// streaming tool, whose stream may stay open until its deadline. (A unary call ends on
+    /// its own; tracking it would cost every call.)
+    pub fn cancellable_id(&self) -> Option<&Value> {
+        if self.batch {
+            return None;
+        }
+        let mut calls = self.waiting.iter().chain(self.out.iter().map(|out| &out.call));
+        let call = calls.next()?;
+        (calls.next().is_none() && call.kind() != CallKind::Unary).then_some(&call.request_id)
+    }
+
+    /// Empties the books of the calls out: their tokens, and each call with when it was sent.
+    pub(crate) fn take_all_out(&mut self) -> Vec<(u64, UpstreamCall)> {
+        self.waiting.clear();
+        self.out.drain(..).map(|out| (out.token, out.call)).collect()
+    }
+
     /// Whether the POST was a JSON-RPC batch.
     pub fn is_batch(&self) -> bool {
         self.batch

@@ -78,6 +78,7 @@ fn answer(outcome: Outcome) -> (u16, Value) {
             (response.status, body)
         }
         Outcome::Await(_) => panic!("expected a reply, got calls"),
+        Outcome::Cancel { .. } => panic!("expected a reply, got a cancellation"),
     }
 }
 
@@ -88,6 +89,7 @@ fn calls(outcome: Outcome) -> (Reply, Vec<UpstreamCall>) {
             (reply, calls)
         }
         Outcome::Respond(response) => panic!("expected calls, got {}", String::from_utf8_lossy(&response.body)),
+        Outcome::Cancel { .. } => panic!("expected calls, got a cancellation"),
     }
 }
 
@@ -950,4 +952,5 @@ mod wrapped_roots {
 }
 
 mod calls;
+mod cancellation;
 mod observations;

@@ -106,6 +106,8 @@ pub(super) fn body_type(body: Body) -> u32 {
 }
 
 pub(super) const CALLOUT_SUCCESS: u32 = 0;
+/// `envoy_dynamic_module_type_attribute_id_SourceAddress` (`source.address`).
+pub(super) const ATTRIBUTE_SOURCE_ADDRESS: u32 = 24;
 /// `envoy_dynamic_module_type_http_filter_stream_reset_reason_LocalReset`.
 pub(super) const LOCAL_RESET: u32 = 0;
 pub(super) const LOG_LEVELS: [log::Level; 5] = [
@@ -264,6 +266,11 @@ extern "C" {
         reason: u32,
         details: ModuleBuffer,
     );
+    pub(super) fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
+        filter: HttpFilterEnvoyPtr,
+        attribute_id: u32,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: HttpFilterEnvoyPtr) -> *mut c_void;
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: *mut c_void, event_id: u64);
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void);

@@ -1,8 +1,8 @@
-//! The module's clocks: a configuration's ticker (reflection refreshes, on the main thread) and
-//! its deadlines (routed calls, on each stream's worker), both threads that commit Envoy's
-//! schedulers (rules 7 and 8).
+//! The module's clocks: a configuration's ticker (reflection refreshes, on the main thread), and
+//! its wake-ups of streams on their workers: deadlines (routed calls), kept by a thread, and
+//! cancellations heard on another stream. Both commit Envoy's schedulers (rules 7 and 8).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -77,64 +77,107 @@ impl Drop for Ticker {
 pub(super) struct StreamScheduler(pub(super) *mut c_void);
 
 // SAFETY: Envoy's stream scheduler may be committed from any thread until it is deleted; it is
-// committed only under the deadline queue's lock while its deadline is queued, and deleted on
-// the stream's worker after the deadline has left the queue (rule 8).
+// committed only under the wake-ups' lock while it is filed there, and deleted on the stream's
+// worker after it has left them (rule 8).
 unsafe impl Send for StreamScheduler {}
 
-/// The deadlines waiting, by when they fall due (and an order of arrival, for ties).
+/// The wake-ups filed: deadlines by when they fall due (and an order of arrival, for ties), and
+/// the streams waiting to hear that their request was cancelled, by its cancel key.
 #[derive(Default)]
-struct Queue {
+struct Filed {
     due: BTreeMap<(Instant, u64), (StreamScheduler, u64)>,
+    listening: HashMap<String, Vec<(u64, StreamScheduler, u64)>>,
     next_key: u64,
     stop: bool,
 }
 
-/// The clock of a configuration's routed calls: one thread that commits each stream's scheduler
-/// when its deadline falls due. Joined when the configuration goes (rule 8).
-pub struct Deadlines {
-    shared: Arc<(Mutex<Queue>, Condvar)>,
+/// A configuration's wake-ups of its streams: one thread commits each stream's scheduler when
+/// its deadline falls due, and [`Wakeups::wake_listeners`] commits those of the streams waiting
+/// under a cancel key, from whichever worker heard the cancellation. The thread is joined when
+/// the configuration goes (rule 8).
+pub struct Wakeups {
+    shared: Arc<(Mutex<Filed>, Condvar)>,
     thread: Option<JoinHandle<()>>,
 }
 
-impl Deadlines {
-    /// Starts the clock's thread; `None` if it cannot be started.
-    pub fn start() -> Option<Deadlines> {
-        let shared: Arc<(Mutex<Queue>, Condvar)> = Arc::default();
+impl Wakeups {
+    /// Starts the deadline thread; `None` if it cannot be started.
+    pub fn start() -> Option<Wakeups> {
+        let shared: Arc<(Mutex<Filed>, Condvar)> = Arc::default();
         let thread_shared = Arc::clone(&shared);
         let thread = std::thread::Builder::new()
             .name("switchblade-deadlines".into())
             .spawn(move || run_deadlines(&thread_shared))
             .ok()?;
-        Some(Deadlines {
+        Some(Wakeups {
             shared,
             thread: Some(thread),
         })
     }
 
-    fn queue(&self) -> MutexGuard<'_, Queue> {
+    fn filed(&self) -> MutexGuard<'_, Filed> {
         lock(&self.shared.0)
     }
 
     /// Queues `scheduler` to be committed with `event` at `when`; the key to cancel it with.
     pub(super) fn add(&self, when: Instant, scheduler: StreamScheduler, event: u64) -> (Instant, u64) {
-        let mut queue = self.queue();
-        queue.next_key += 1;
-        let key = (when, queue.next_key);
-        queue.due.insert(key, (scheduler, event));
-        drop(queue);
+        let mut filed = self.filed();
+        filed.next_key += 1;
+        let key = (when, filed.next_key);
+        filed.due.insert(key, (scheduler, event));
+        drop(filed);
         self.shared.1.notify_one();
         key
     }
 
     /// Takes a deadline out of the queue: once this returns, its scheduler is never committed.
     fn cancel(&self, key: (Instant, u64)) {
-        self.queue().due.remove(&key);
+        self.filed().due.remove(&key);
+    }
+
+    /// Files `scheduler` to be committed with `event` when a cancellation names `cancel_key`;
+    /// the id to take it out with.
+    pub(super) fn listen(&self, cancel_key: &str, scheduler: StreamScheduler, event: u64) -> u64 {
+        let mut filed = self.filed();
+        filed.next_key += 1;
+        let id = filed.next_key;
+        filed
+            .listening
+            .entry(cancel_key.to_owned())
+            .or_default()
+            .push((id, scheduler, event));
+        id
+    }
+
+    /// Takes a listener out: once this returns, its scheduler is never committed.
+    fn stop_listening(&self, cancel_key: &str, id: u64) {
+        let mut filed = self.filed();
+        if let Some(listeners) = filed.listening.get_mut(cancel_key) {
+            listeners.retain(|(listener, _, _)| *listener != id);
+            if listeners.is_empty() {
+                filed.listening.remove(cancel_key);
+            }
+        }
+    }
+
+    /// Wakes the streams listening under `cancel_key`; how many there were.
+    pub(super) fn wake_listeners(&self, cancel_key: &str) -> usize {
+        let filed = self.filed();
+        let Some(listeners) = filed.listening.get(cancel_key) else {
+            return 0;
+        };
+        for (_, scheduler, event) in listeners {
+            // SAFETY: the listener is filed and the lock is held: its stream's worker cannot
+            // have deleted the scheduler (rule 8).
+            unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler.0, *event) };
+        }
+        listeners.len()
     }
 }
 
-impl Drop for Deadlines {
+impl Drop for Wakeups {
     fn drop(&mut self) {
-        self.queue().stop = true;
+        self.filed().stop = true;
         self.shared.1.notify_one();
         if let Some(thread) = self.thread.take() {
             let _ = thread.join();
@@ -142,30 +185,30 @@ impl Drop for Deadlines {
     }
 }
 
-/// A lock that a panic elsewhere does not make unusable: the queue stays consistent (every
+/// A lock that a panic elsewhere does not make unusable: what is filed stays consistent (every
 /// change to it is a single insert or remove).
-fn lock(mutex: &Mutex<Queue>) -> MutexGuard<'_, Queue> {
+fn lock(mutex: &Mutex<Filed>) -> MutexGuard<'_, Filed> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The deadline thread: sleeps until the first deadline, commits it, and so on until stopped.
-fn run_deadlines(shared: &(Mutex<Queue>, Condvar)) {
+fn run_deadlines(shared: &(Mutex<Filed>, Condvar)) {
     let (mutex, wake) = shared;
-    let mut queue = lock(mutex);
-    while !queue.stop {
+    let mut filed = lock(mutex);
+    while !filed.stop {
         let now = Instant::now();
-        let Some((&key, _)) = queue.due.first_key_value() else {
-            queue = wake.wait(queue).unwrap_or_else(PoisonError::into_inner);
+        let Some((&key, _)) = filed.due.first_key_value() else {
+            filed = wake.wait(filed).unwrap_or_else(PoisonError::into_inner);
             continue;
         };
         if key.0 > now {
-            queue = wake
-                .wait_timeout(queue, key.0 - now)
-                .map(|(queue, _)| queue)
+            filed = wake
+                .wait_timeout(filed, key.0 - now)
+                .map(|(filed, _)| filed)
                 .unwrap_or_else(|poisoned| poisoned.into_inner().0);
             continue;
         }
-        if let Some((scheduler, event)) = queue.due.remove(&key) {
+        if let Some((scheduler, event)) = filed.due.remove(&key) {
             // SAFETY: its deadline was queued until now, and the lock is held: the stream's
             // worker cannot have deleted the scheduler (rule 8).
             unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler.0, event) };
@@ -176,15 +219,33 @@ fn run_deadlines(shared: &(Mutex<Queue>, Condvar)) {
 /// A queued deadline of one stream, and the scheduler it commits: dropping it (on the stream's
 /// worker) takes the deadline out of the queue, then deletes the scheduler (rule 8).
 pub(super) struct DeadlineAlarm {
-    pub(super) deadlines: &'static Deadlines,
+    pub(super) wakeups: &'static Wakeups,
     pub(super) key: (Instant, u64),
     pub(super) scheduler: StreamScheduler,
 }
 
 impl Drop for DeadlineAlarm {
     fn drop(&mut self) {
-        self.deadlines.cancel(self.key);
+        self.wakeups.cancel(self.key);
         // SAFETY: the deadline has left the queue, so the thread no longer commits it; this is
+        // the one delete of the scheduler made for it (rule 8).
+        unsafe { envoy_dynamic_module_callback_http_filter_scheduler_delete(self.scheduler.0) };
+    }
+}
+
+/// A stream listening for the cancellation of its request: dropping it (on the stream's worker)
+/// takes it out of the listeners, then deletes its scheduler (rule 8).
+pub(super) struct CancelListener {
+    pub(super) wakeups: &'static Wakeups,
+    pub(super) cancel_key: String,
+    pub(super) id: u64,
+    pub(super) scheduler: StreamScheduler,
+}
+
+impl Drop for CancelListener {
+    fn drop(&mut self) {
+        self.wakeups.stop_listening(&self.cancel_key, self.id);
+        // SAFETY: the listener has left the wake-ups, so nothing commits it any more; this is
         // the one delete of the scheduler made for it (rule 8).
         unsafe { envoy_dynamic_module_callback_http_filter_scheduler_delete(self.scheduler.0) };
     }

@@ -1,7 +1,7 @@
 //! Envoy's dynamic-module C ABI, as far as this module uses it, and every `unsafe` of the
 //! crate: [`bindings`] declares the callbacks Envoy exports; [`stream`], [`configuration`] and
 //! [`clocks`] wrap them in safe types (a stream, a configuration's handles, the ticker and the
-//! deadlines); [`hooks`] exports the functions Envoy calls and hands each to the safe code
+//! wake-ups); [`hooks`] exports the functions Envoy calls and hands each to the safe code
 //! above. Written from
 //! `source/extensions/dynamic_modules/abi/abi.h` of Envoy's 1.40 cycle (ABI version "v0.2.0");
 //! the symbols referenced here are all present in the 1.40.0 binary, which loads modules with
@@ -42,10 +42,11 @@
 //!    it is deleted; the thread that commits is joined before it is.
 //! 8. A stream's scheduler (`http_filter_scheduler_new`) may be committed from any thread until
 //!    it is deleted, and holds the stream weakly (a commit after the stream is gone does
-//!    nothing). The deadline thread commits one only while its deadline is queued, under the
-//!    queue's lock; the stream's worker takes the deadline out of the queue, under that lock,
-//!    before it deletes the scheduler. The thread is joined when its configuration goes, after
-//!    every stream made from it.
+//!    nothing). It is committed only while it is filed in its configuration's wake-ups (a
+//!    queued deadline, or a listener for a cancellation), under their lock, by the deadline
+//!    thread or by the worker that heard the cancellation; the stream's worker takes it out,
+//!    under that lock, before it deletes the scheduler. The deadline thread is joined when its
+//!    configuration goes, after every stream made from it.
 
 #![allow(unsafe_code)]
 
@@ -55,5 +56,5 @@ mod configuration;
 mod hooks;
 mod stream;
 
-pub use clocks::{Deadlines, Ticker};
+pub use clocks::{Ticker, Wakeups};
 pub use configuration::ConfigHost;

@@ -6,14 +6,23 @@ use std::time::Instant;
 use switchblade_core::observe::MetricKind;
 
 use super::bindings::*;
-use super::clocks::{DeadlineAlarm, Deadlines, StreamScheduler};
+use super::clocks::{CancelListener, DeadlineAlarm, StreamScheduler, Wakeups};
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
 /// One HTTP stream, for the length of one hook (rule 4), and the clock its configuration keeps
-/// for deadlines, if it keeps one.
+/// for its streams' wake-ups, if it keeps them.
 pub struct Stream {
     pub(super) filter: HttpFilterEnvoyPtr,
-    pub(super) deadlines: Option<&'static Deadlines>,
+    pub(super) wakeups: Option<&'static Wakeups>,
+}
+
+impl Stream {
+    /// A scheduler of this stream's, deleted by whoever it is handed to (rule 8).
+    fn new_scheduler(&self) -> Option<StreamScheduler> {
+        // SAFETY: this stream's pointer, in one of its hooks (rule 4).
+        let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.filter) };
+        (!scheduler.is_null()).then_some(StreamScheduler(scheduler))
+    }
 }
 
 impl StreamHost for Stream {
@@ -223,19 +232,45 @@ impl StreamHost for Stream {
     }
 
     fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm> {
-        let deadlines = self.deadlines?;
-        // SAFETY: this stream's pointer, in one of its hooks (rule 4); the scheduler is
-        // deleted by the alarm, on this worker (rule 8).
-        let scheduler = unsafe { envoy_dynamic_module_callback_http_filter_scheduler_new(self.filter) };
-        if scheduler.is_null() {
-            return None;
-        }
-        let scheduler = StreamScheduler(scheduler);
-        let key = deadlines.add(when, scheduler, event);
+        let wakeups = self.wakeups?;
+        // The alarm deletes the scheduler, on this worker (rule 8).
+        let scheduler = self.new_scheduler()?;
+        let key = wakeups.add(when, scheduler, event);
         Some(Alarm(Box::new(DeadlineAlarm {
-            deadlines,
+            wakeups,
             key,
             scheduler,
         })))
+    }
+
+    fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm> {
+        let wakeups = self.wakeups?;
+        // The listener deletes the scheduler, on this worker (rule 8).
+        let scheduler = self.new_scheduler()?;
+        let id = wakeups.listen(cancel_key, scheduler, event);
+        Some(Alarm(Box::new(CancelListener {
+            wakeups,
+            cancel_key: cancel_key.to_owned(),
+            id,
+            scheduler,
+        })))
+    }
+
+    fn cancel_listeners(&self, cancel_key: &str) -> usize {
+        self.wakeups.map_or(0, |wakeups| wakeups.wake_listeners(cancel_key))
+    }
+
+    fn source_address(&self) -> Option<String> {
+        let mut value = EnvoyBuffer::EMPTY;
+        // SAFETY: a plain query on this stream (rule 4); `value` is written by Envoy and copied
+        // before the hook returns (rule 1).
+        let found = unsafe {
+            envoy_dynamic_module_callback_http_filter_get_attribute_string(
+                self.filter,
+                ATTRIBUTE_SOURCE_ADDRESS,
+                &mut value,
+            )
+        };
+        found.then(|| String::from_utf8_lossy(&value.to_vec()).into_owned())
     }
 }

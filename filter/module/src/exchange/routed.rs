@@ -143,12 +143,9 @@ impl Exchange {
         Verdict::Continue
     }
 
-    /// A wake-up the exchange asked for: a routed call whose deadline has passed is answered
-    /// DEADLINE_EXCEEDED (Envoy's router would reset a stream whose answer has begun).
-    pub fn wake(&self, host: &impl StreamHost, event: u64) {
-        if event != DEADLINE_PASSED {
-            return;
-        }
+    /// A routed call whose deadline has passed is answered DEADLINE_EXCEEDED (Envoy's router
+    /// would reset a stream whose answer has begun).
+    pub(super) fn deadline_passed(&self, host: &impl StreamHost) {
         let response = {
             let mut state = self.state.borrow_mut();
             let State::Routed(reply) = &mut *state else {

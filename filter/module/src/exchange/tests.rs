@@ -69,6 +69,9 @@ struct FakeStream {
     stream_ended: Cell<bool>,
     /// Calls cancelled.
     calls_reset: RefCell<Vec<u64>>,
+    /// Cancel keys listened for, with their event; and cancel keys woken.
+    listening: RefCell<Vec<(String, u64)>>,
+    cancelled_keys: RefCell<Vec<String>>,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -257,6 +260,20 @@ impl StreamHost for FakeStream {
     fn wake_at(&self, _: Instant, event: u64) -> Option<Alarm> {
         self.alarms.borrow_mut().push(event);
         Some(Alarm(Box::new(())))
+    }
+
+    fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm> {
+        self.listening.borrow_mut().push((cancel_key.to_owned(), event));
+        Some(Alarm(Box::new(())))
+    }
+
+    fn cancel_listeners(&self, cancel_key: &str) -> usize {
+        self.cancelled_keys.borrow_mut().push(cancel_key.to_owned());
+        1
+    }
+
+    fn source_address(&self) -> Option<String> {
+        Some("10.0.0.7:40000".into())
     }
 }
 
@@ -613,4 +630,73 @@ fn a_stream_without_a_progress_token_is_one_json_answer() {
         answer["result"]["structuredContent"]["end"],
         serde_json::json!({"reason": "complete", "count": 1})
     );
+}
+
+#[test]
+fn a_cancelled_stream_is_stopped_and_ends_with_no_response() {
+    let config = streaming(10);
+    let watching = exchange(config);
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    post(watching, &stream, WATCH);
+    let listening = stream.listening.borrow().clone();
+    assert_eq!(listening.len(), 1);
+    assert_eq!(listening[0].1, CANCELLED);
+    exchange_messages(watching, &stream);
+    // The same client cancels request 5 on another stream: the key it wakes is the one listened for.
+    let cancelling = exchange(config);
+    let other = FakeStream::request("POST", "/mcp", &[]);
+    post(
+        cancelling,
+        &other,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+    );
+    assert_eq!(other.only_answer().0, 202);
+    assert_eq!(*other.cancelled_keys.borrow(), [listening[0].0.clone()]);
+    // Envoy runs the wake-up on the watching stream's worker.
+    watching.wake(&stream, CANCELLED);
+    assert_eq!(*stream.calls_reset.borrow(), [1]);
+    assert!(stream.stream_ended.get(), "the SSE answer ends");
+    let events = String::from_utf8(stream.streamed.borrow().clone()).unwrap();
+    assert!(
+        !events.contains(r#""result""#),
+        "no response for a cancelled request: {events}"
+    );
+    assert_eq!(
+        stream
+            .filter_state
+            .borrow()
+            .get("switchblade.outcome")
+            .map(String::as_str),
+        Some("cancelled")
+    );
+    // Envoy's reset of the cancelled call, and a second wake-up, change nothing.
+    watching.call_ended(&stream, 1, true);
+    watching.wake(&stream, CANCELLED);
+    assert!(stream.sent.borrow().is_empty());
+}
+
+#[test]
+fn another_request_id_or_a_unary_call_is_not_listened_for() {
+    let config = streaming(10);
+    let watching = exchange(config);
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    post(watching, &stream, &WATCH.replace(r#""id":5"#, r#""id":6"#));
+    let cancelling = exchange(config);
+    let other = FakeStream::request("POST", "/mcp", &[]);
+    post(
+        cancelling,
+        &other,
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
+    );
+    assert_ne!(other.cancelled_keys.borrow()[0], stream.listening.borrow()[0].0);
+    let unary = exchange(calling_out(""));
+    let plain = FakeStream::request("POST", "/mcp", &[]);
+    post(unary, &plain, GET_USER);
+    assert!(plain.listening.borrow().is_empty());
+}
+
+/// The first message of a watch, heard.
+fn exchange_messages(exchange: &Exchange, stream: &FakeStream) {
+    exchange.call_heard(stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(stream, 1, CallPart::Data(&event_frame(1)));
 }

@@ -25,6 +25,7 @@ fn awaiting(outcome: Outcome) -> Reply {
     match outcome {
         Outcome::Await(reply) => reply,
         Outcome::Respond(response) => panic!("expected calls, got {}", String::from_utf8_lossy(&response.body)),
+        Outcome::Cancel { .. } => panic!("expected calls, got a cancellation"),
     }
 }
 

@@ -10,7 +10,7 @@ use super::{config_of, guarded_config};
 use crate::abi::bindings::{
     copied_chunks, copied_headers, EnvoyBuffer, EnvoyHttpHeader, HttpFilterConfigEnvoyPtr, HttpFilterConfigModulePtr,
 };
-use crate::abi::clocks::{Deadlines, Ticker};
+use crate::abi::clocks::{Ticker, Wakeups};
 use crate::abi::configuration::{ConfigHost, ConfigStats, LOGGER};
 use crate::config::Config;
 
@@ -46,9 +46,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                 if let Some(period) = config.tick_period() {
                     config.keep_ticker(Ticker::start(config_envoy, period));
                 }
-                if config.routes_calls() {
-                    config.keep_deadlines(Deadlines::start());
-                }
+                config.keep_wakeups(Wakeups::start());
                 Box::into_raw(Box::new(config)).cast()
             }
             Err(problem) => {

@@ -46,7 +46,7 @@ pub(super) fn guarded<T>(
     };
     let stream = Stream {
         filter,
-        deadlines: exchange.config().deadlines(),
+        wakeups: exchange.config().wakeups(),
     };
     match catch_unwind(AssertUnwindSafe(|| work(exchange, &stream))) {
         Ok(value) => value,

@@ -295,7 +295,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_scheduled(
     guarded(
         filter,
         exchange,
-        "answering a routed call past its deadline",
+        "a wake-up (a routed call past its deadline, or a cancellation)",
         (),
         |exchange, stream| exchange.wake(stream, event_id),
     );
