@@ -6,7 +6,7 @@ the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's
 so every request counted is a call that reached the upstream. The whole set runs --runs times,
 round after round; figures and ratios are medians over the rounds, with their spread.
 
-Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghi]
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghipqr]
                 [--runs N] [--no-pin] [--json PATH] [--smoke]
 """
 
@@ -35,7 +35,8 @@ from filter_build import MODULE, WASM  # noqa: E402
 from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
 from systems import (  # noqa: E402
-    CLUSTER, MCP_HEADERS, SERVICE, SYSTEMS, System, baseline_systems, bootstrap, tools_list_system,
+    CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_systems, bootstrap,
+    tools_list_system,
 )
 
 GRPC_BENCH = REPO / "target/release/grpc-bench"
@@ -238,11 +239,30 @@ def runs_table(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def streams_table(runs: list[Run]) -> str:
+    """The streaming systems per message: messages per second and Envoy CPU per 1000 messages."""
+    lines = ["| system | conns | messages/s | Envoy CPU s / 1000 messages |", "|---|---:|---:|---:|"]
+    keys = list(dict.fromkeys((run.system, run.connections) for run in runs
+                              if SYSTEMS_BY_KEY[run.system].messages > 1))
+    for system, connections in keys:
+        messages = SYSTEMS_BY_KEY[system].messages
+        group = [run for run in runs if (run.system, run.connections) == (system, connections)]
+        rates = [run.rps * messages for run in group]
+        cpu = [run.envoy_cpu_s_per_1000 / messages for run in group if run.envoy_cpu_s_per_1000 is not None]
+        lines.append(f"| ({system}) {SYSTEMS_BY_KEY[system].title} | {connections} | "
+                     f"{median_and_spread(rates, 0)} | {median_and_spread(cpu, 4)} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 # Which systems the targets compare: Switchblade (e, and i in the stateless era, h as a dynamic
 # module) against the REST transcoder (c) and the native MCP chain (d).
 COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                # This checkout against the baseline's builds (`--baseline`).
-               ("e", "E"), ("h", "H")]
+               ("e", "E"), ("h", "H"),
+               # A 100-message server stream: Switchblade (q as a module, r in Wasm) against the
+               # REST transcoder streaming it (p); per request is per stream, so the ratios hold
+               # per message too.
+               ("q", "p"), ("r", "p")]
 
 
 def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
@@ -287,8 +307,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
     parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--systems", default="abcdefghi",
-                        help="which systems to run (letters; f and g are floors of Switchblade's cost)")
+    parser.add_argument("--systems", default="abcdefghipqr",
+                        help="which systems to run (letters; f and g are floors of Switchblade's cost; p, q "
+                             "and r read a 100-message server stream)")
     parser.add_argument("--runs", type=int, default=3,
                         help="rounds of every system, one after another; figures are medians over them")
     parser.add_argument("--no-pin", action="store_true",
@@ -330,6 +351,8 @@ def main() -> None:
             raise SystemExit(f"bench needs `{tool}` on PATH (scripts/bench installs it)")
     descriptors = descriptor_set()
     upstream = Upstream(command_prefix=pinned([], options.client_cpus)).start()
+    # The streaming systems' WatchItems: STREAM_MESSAGES events, unpaced, then OK.
+    upstream.stream_mode(f"count={STREAM_MESSAGES}")
     runs: list[Run] = []
     scale_runs: list[Run] = []
     scale_table = ""
@@ -352,6 +375,10 @@ def main() -> None:
     print(runs_table(runs))
     print()
     print(ratios_table(runs, options.connections))
+    streams = streams_table(runs)
+    if streams:
+        print("\nStreams, per message:\n")
+        print(streams)
     if scale_runs:
         print("\nScale (Switchblade only):\n")
         print(runs_table(scale_runs))

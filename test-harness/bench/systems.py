@@ -1,4 +1,5 @@
-"""The five systems the benchmark compares, each a way to reach CatalogService/GetItem.
+"""The systems the benchmark compares: ways to reach CatalogService/GetItem, and ways to read a
+100-message server stream of CatalogService/WatchItems.
 
 Every Envoy system is one bootstrap on the same binary, with one worker thread, one listener
 and one HTTP/2 cluster to the same upstream; only the HTTP filters and the request differ.
@@ -40,6 +41,14 @@ def tools_call(tool: str, arguments: dict[str, Any] | None = None, modern: bool 
     return json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}, separators=(",", ":"))
 
 
+# The streaming systems: WatchItems, which the upstream answers with STREAM_MESSAGES events as
+# fast as they are taken (its stream mode `count=N`).
+STREAM_METHOD = "WatchItems"
+STREAM_PATH = f"/{SERVICE}/{STREAM_METHOD}"
+STREAM_TOOL = f"CatalogService_{STREAM_METHOD}"
+STREAM_MESSAGES = 100
+STREAM_ARGUMENTS = {"ids": ["1"]}
+
 # The stateless era (2026-07-28): the version, the method and the tool travel as headers too.
 MODERN_VERSION = "2026-07-28"
 
@@ -71,6 +80,8 @@ class System:
     module: bool = False
     # Another build than this checkout's (`--baseline`): its .wasm, or its module's .so.
     binary: Path | None = None
+    # Messages each answer carries: STREAM_MESSAGES for the streaming systems.
+    messages: int = 1
 
 
 def router() -> dict[str, Any]:
@@ -111,6 +122,14 @@ def switchblade_plugin() -> dict[str, Any]:
     }
 
 
+def streaming_plugin() -> dict[str, Any]:
+    """The catalog with its streaming methods as tools, each stream gathered whole."""
+    plugin = switchblade_plugin()
+    plugin["services"][SERVICE]["streaming"] = True
+    plugin["tools"] = {f"{SERVICE}/{STREAM_METHOD}": {"max_messages": 1000}}
+    return plugin
+
+
 def switchblade(wasm: str, plugin: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return [
         {"name": "switchblade", "typed_config": {
@@ -144,6 +163,24 @@ def switchblade_module(plugin: dict[str, Any] | None = None) -> list[dict[str, A
         "filter_name": "switchblade",
         "filter_config": {"@type": "type.googleapis.com/google.protobuf.StringValue", "value": json.dumps(configured)},
     }}]
+
+
+def stream_result(body: str) -> str:
+    result = rpc_result(body)
+    if result is None or result.get("isError"):
+        return f"not a tool result: {body[:300]}"
+    end = result.get("structuredContent", {}).get("end")
+    expected = {"reason": "complete", "count": STREAM_MESSAGES}
+    return "" if end == expected else f"the stream ended {end}, not {expected}: {body[:300]}"
+
+
+def streamed_array(body: str) -> str:
+    try:
+        messages = json.loads(body)
+    except ValueError:
+        return f"not a JSON array: {body[:300]}"
+    count = len(messages) if isinstance(messages, list) else 0
+    return "" if count == STREAM_MESSAGES else f"{count} messages, not {STREAM_MESSAGES}: {body[:300]}"
 
 
 def has_item(body: str) -> str:
@@ -201,6 +238,20 @@ SYSTEMS = [
            body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
+    # A 100-message server stream: the REST transcoder streams it as a JSON array; Switchblade
+    # gathers it into one tool result.
+    System("p", "Envoy grpc_json_transcoder, a 100-message server stream (REST)", "http", path=STREAM_PATH,
+           body=json.dumps(STREAM_ARGUMENTS), headers={"Content-Type": "application/json"},
+           filters=lambda descriptors, wasm: [transcoder(descriptors), router()], check=streamed_array,
+           messages=STREAM_MESSAGES),
+    System("q", "Switchblade as a dynamic module, a 100-message server stream (MCP)", "http", path="/mcp",
+           body=tools_call(STREAM_TOOL, STREAM_ARGUMENTS), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade_module(streaming_plugin()), router()],
+           check=stream_result, module=True, messages=STREAM_MESSAGES),
+    System("r", "Switchblade, a 100-message server stream (MCP)", "http", path="/mcp",
+           body=tools_call(STREAM_TOOL, STREAM_ARGUMENTS), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm, streaming_plugin()), router()],
+           check=stream_result, messages=STREAM_MESSAGES),
     # Floors, to show where Switchblade's cost lies: the filter answering by itself, and a call
     # with nothing to transcode (the cost of one upstream call as an HTTP callout).
     System("f", "floor: Switchblade answers MCP ping (no upstream call)", "http", path="/mcp",

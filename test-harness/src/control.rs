@@ -31,6 +31,8 @@ pub enum StreamMode {
     Normal,
     /// `MANY_MESSAGES` messages as fast as the client takes them, then OK.
     Many,
+    /// That many messages as fast as the client takes them, then OK (the benchmark's streams).
+    Count(u64),
     /// That many messages, then FAILED_PRECONDITION.
     ErrorAfter(u64),
     /// One message, then nothing, never ending: the client must give up.
@@ -44,16 +46,18 @@ impl FromStr for StreamMode {
     type Err = String;
 
     fn from_str(value: &str) -> Result<Self, String> {
-        let error_after = value
-            .strip_prefix("error_after=")
-            .map(|count| count.parse::<u64>().map(StreamMode::ErrorAfter));
-        match (value, error_after) {
+        let counted = match value.split_once('=') {
+            Some(("error_after", count)) => count.parse::<u64>().map(StreamMode::ErrorAfter).ok(),
+            Some(("count", count)) => count.parse::<u64>().map(StreamMode::Count).ok(),
+            _ => None,
+        };
+        match (value, counted) {
             ("normal", _) => Ok(StreamMode::Normal),
             ("many", _) => Ok(StreamMode::Many),
             ("never_end", _) => Ok(StreamMode::NeverEnd),
-            (_, Some(Ok(mode))) => Ok(mode),
+            (_, Some(mode)) => Ok(mode),
             _ => Err(format!(
-                "stream mode {value:?}: write normal, many, error_after=N (N a count) or never_end"
+                "stream mode {value:?}: write normal, many, count=N, error_after=N (N a count) or never_end"
             )),
         }
     }

@@ -185,6 +185,7 @@ async fn play<T: Send + 'static>(
     let count = match mode {
         StreamMode::Normal => script.burst,
         StreamMode::Many => MANY_MESSAGES,
+        StreamMode::Count(count) => count,
         StreamMode::ErrorAfter(count) => count,
         StreamMode::NeverEnd => 1,
     };

@@ -532,7 +532,7 @@ async fn reset_clears_the_mode_and_the_counts_but_not_what_is_still_open() {
         (status, error.as_str()),
         (
             400,
-            "stream mode \"sometimes\": write normal, many, error_after=N (N a count) or never_end"
+            "stream mode \"sometimes\": write normal, many, count=N, error_after=N (N a count) or never_end"
         )
     );
     upstream.stream_mode("never_end").await;

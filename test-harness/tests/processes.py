@@ -161,7 +161,7 @@ class Upstream:
 
     def stream_mode(self, mode: str) -> None:
         """How every later server-streaming answer behaves (until reset): `normal`, `many`
-        (10,000 messages, then OK), `error_after=N` (N messages, then FAILED_PRECONDITION) or
+        (10,000 messages, then OK), `count=N` (N messages, then OK), `error_after=N` (N messages, then FAILED_PRECONDITION) or
         `never_end` (one message, then silence, whatever the deadline)."""
         httpx2.post(f"{self.control_url}/stream", params={"mode": mode}, timeout=2).raise_for_status()
 

@@ -34,4 +34,4 @@ def test_an_unknown_stream_mode_is_refused_and_says_what_to_write(own_upstream: 
         own_upstream.stream_mode(mode)
     assert refused.value.response.status_code == 400
     assert refused.value.response.text == (
-        f"stream mode {json.dumps(mode)}: write normal, many, error_after=N (N a count) or never_end")
+        f"stream mode {json.dumps(mode)}: write normal, many, count=N, error_after=N (N a count) or never_end")

@@ -16,7 +16,7 @@
 //! `cancelled` (ended by the client, a broken request stream or the deadline) since the reset,
 //! `POST /delay?ms=N` delays every later answer by N milliseconds, `POST /stream?mode=M` makes
 //! every later server-streaming answer `normal`, `many` (10,000 messages at once, then OK),
-//! `error_after=N` (N messages, then FAILED_PRECONDITION) or `never_end` (one message, then
+//! `count=N` (N messages at once, then OK), `error_after=N` (N messages, then FAILED_PRECONDITION) or `never_end` (one message, then
 //! silence, whatever the deadline), `POST /reset` clears the counts, the delay and the mode.
 
 use std::error::Error;
