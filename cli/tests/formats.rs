@@ -231,11 +231,19 @@ fn streaming_methods_skipped_are_listed_on_standard_error() {
     assert_eq!(
         run.stderr,
         "switchblade: skipped demo.catalog.v1.CatalogService/WatchItems: a server-streaming method (add \
+         --streaming to expose streaming methods)\n\
+         switchblade: skipped demo.catalog.v1.CatalogService/ImportItems: a client-streaming method (add \
+         --streaming to expose streaming methods)\n\
+         switchblade: skipped demo.users.v1.UserService/Chat: a bidirectional-streaming method (add \
          --streaming to expose streaming methods)\n"
     );
-    // A service whose methods are chosen skips nothing.
+    // A service whose methods are chosen skips nothing; the other service is still whole.
     let chosen = demo("json", &["--method", "demo.catalog.v1.CatalogService/Search"]);
-    assert_eq!(chosen.stderr, "");
+    assert_eq!(
+        chosen.stderr,
+        "switchblade: skipped demo.users.v1.UserService/Chat: a bidirectional-streaming method (add \
+         --streaming to expose streaming methods)\n"
+    );
 }
 
 #[test]

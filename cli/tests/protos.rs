@@ -224,6 +224,7 @@ fn a_set_without_comments_is_pointed_out() {
         set.to_str().unwrap(),
         "--service",
         "demo.users.v1.UserService=users",
+        "--streaming",
     ]);
     assert_eq!(run.code, 0);
     assert_eq!(
