@@ -15,7 +15,7 @@ use super::{
     formats, is_outside_range, Bound, Exclusive, FieldRules, Format, Ignore, MessageRules, Number, Rule, Side, Subject,
     Unit,
 };
-use crate::proto_json::gate::{given_value, shown};
+use crate::proto_json::{given_value, shown};
 
 /// A broken rule: where below the field (an item or a map entry), and what is wrong.
 #[derive(Debug)]
