@@ -95,7 +95,7 @@ impl Catalog {
             for method in exposed_methods(&service, service_config)? {
                 let selector = format!("{}/{}", service.full_name(), method.name());
                 let overrides = config.tools.get(&selector).cloned().unwrap_or_default();
-                let tool = build_tool(&service, method, service_config, &overrides, &docs)?;
+                let tool = build_tool(&service, method, service_config, &overrides, &docs, &catalog.gate)?;
                 catalog.insert(tool, &selector)?;
                 exposed.insert(selector);
             }
@@ -255,6 +255,7 @@ fn build_tool(
     config: &ServiceConfig,
     overrides: &ToolOverride,
     docs: &Docs,
+    gate: &Gate,
 ) -> Result<Tool, ConfigError> {
     let selector = format!("{}/{}", service.full_name(), method.name());
     let name = overrides
@@ -284,8 +285,10 @@ fn build_tool(
     definition.insert("name".into(), json!(name));
     definition.insert("title".into(), json!(title));
     definition.insert("description".into(), json!(description));
-    let (input_schema, wrap_input) = object_root(tool_schema(&selector, &method.input(), Direction::Input, docs)?);
-    let (output_schema, wrap_output) = object_root(tool_schema(&selector, &method.output(), Direction::Output, docs)?);
+    let (input_schema, wrap_input) =
+        object_root(tool_schema(&selector, &method.input(), Direction::Input, docs, gate)?);
+    let (output_schema, wrap_output) =
+        object_root(tool_schema(&selector, &method.output(), Direction::Output, docs, gate)?);
     definition.insert("inputSchema".into(), input_schema);
     definition.insert("outputSchema".into(), output_schema);
     let annotations = match &overrides.annotations {
@@ -321,8 +324,9 @@ fn tool_schema(
     message: &MessageDescriptor,
     direction: Direction,
     docs: &Docs,
+    gate: &Gate,
 ) -> Result<Value, ConfigError> {
-    message_schema(message, direction, docs).map_err(|SchemaTooLarge| {
+    message_schema(message, direction, docs, gate).map_err(|SchemaTooLarge| {
         let service = selector.split_once('/').map_or(selector, |(service, _)| service);
         let side = match direction {
             Direction::Input => "input",

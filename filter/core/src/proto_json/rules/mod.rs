@@ -498,13 +498,6 @@ pub fn pool_rules(
     Ok(all)
 }
 
-/// The rules of one message, for its schema (the gate has refused, at load, any it cannot read).
-pub fn rules_of(message: &MessageDescriptor) -> MessageRules {
-    read::Options::of(message.parent_pool())
-        .and_then(|options| read_message_rules(&options, message).ok())
-        .unwrap_or_default()
-}
-
 /// The CEL rules that messages reachable from `inputs` carry, which the gate does not
 /// enforce: for the load-time log line.
 pub fn unenforced_rules<'a>(

@@ -33,6 +33,7 @@ fn schema(name: &str) -> Value {
         &pool.get_message_by_name(name).unwrap(),
         Direction::Input,
         &Docs::from_pool(&pool),
+        &Gate::build(&pool).unwrap(),
     )
     .unwrap()
 }
