@@ -29,8 +29,7 @@ use serde_json::{json, Map, Value};
 use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
 use crate::proto_json::gate::{is_required, Gate};
-use crate::proto_json::rules::schema::{annotate, message_words};
-use crate::proto_json::rules::{FieldRules, MessageRules};
+use crate::proto_json::rules::{annotate, message_words, FieldRules, MessageRules};
 
 /// How deep messages nest inline before the rest goes behind `$ref`s: enough for real APIs
 /// to read as one tree, small enough that no descriptor can exhaust the Wasm stack.

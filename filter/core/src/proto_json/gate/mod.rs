@@ -15,7 +15,7 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
 use super::form::{encode_key, scalar, Encoded};
-use super::rules::{check_exclusive, pool_rules, MessageRules, Place};
+use super::rules::{pool_rules, MessageRules, Place};
 use super::snake_case;
 use super::time::{parse_duration, parse_timestamp};
 use super::well_known::is_field_mask_shape;
@@ -220,7 +220,7 @@ impl Gate {
         }
         if let Some(rules) = rules {
             for exclusive in &rules.exclusive {
-                check_exclusive(exclusive, object).map_err(|problem| path.error(problem))?;
+                exclusive.check(object).map_err(|problem| path.error(problem))?;
             }
             for (field, field_rules) in &rules.fields {
                 if !is_given(object, field) {
