@@ -101,7 +101,7 @@ impl Catalog {
             for method in exposed_methods(&service, service_config)? {
                 let selector = format!("{}/{}", service.full_name(), method.name());
                 let overrides = config.tools.get(&selector).cloned().unwrap_or_default();
-                let tool = build_tool(&service, method, service_config, &overrides, &docs)?;
+                let tool = build_tool(&service, method, service_config, &overrides, &docs, &catalog.gate)?;
                 catalog.insert(tool, &selector)?;
                 exposed.insert(selector);
             }
@@ -249,6 +249,7 @@ fn build_tool(
     config: &ServiceConfig,
     overrides: &ToolOverride,
     docs: &Docs,
+    gate: &Gate,
 ) -> Result<Tool, ConfigError> {
     let selector = format!("{}/{}", service.full_name(), method.name());
     let name = overrides
@@ -292,8 +293,8 @@ fn build_tool(
         .max_messages
         .or(config.max_messages)
         .unwrap_or(DEFAULT_MAX_MESSAGES);
-    let input = tool_schema(&selector, &method.input(), Direction::Input, docs)?;
-    let output = tool_schema(&selector, &method.output(), Direction::Output, docs)?;
+    let input = tool_schema(&selector, &method.input(), Direction::Input, docs, gate)?;
+    let output = tool_schema(&selector, &method.output(), Direction::Output, docs, gate)?;
     // A stream's messages are items of an array: each takes its message's own JSON, wrapped or not.
     let (input_schema, wrap_input) = match kind.sends_many() {
         true => (messages_input_schema(input, max_messages), false),
@@ -339,8 +340,9 @@ fn tool_schema(
     message: &MessageDescriptor,
     direction: Direction,
     docs: &Docs,
+    gate: &Gate,
 ) -> Result<Value, ConfigError> {
-    message_schema(message, direction, docs).map_err(|SchemaTooLarge| {
+    message_schema(message, direction, docs, gate).map_err(|SchemaTooLarge| {
         let service = selector.split_once('/').map_or(selector, |(service, _)| service);
         let side = match direction {
             Direction::Input => "input",

@@ -176,9 +176,10 @@ fn difference(path: &str, left: &Json, right: &Json) -> Option<String> {
 fn check_agreement(name: &str, seed: u64) {
     let pool = embedded_pool().unwrap();
     let docs = Docs::from_pool(&pool);
+    let gate = Gate::build(&pool).unwrap();
     let descriptor = pool.get_message_by_name(name).unwrap();
-    let input = validator(&message_schema(&descriptor, Direction::Input, &docs).unwrap());
-    let output = validator(&message_schema(&descriptor, Direction::Output, &docs).unwrap());
+    let input = validator(&message_schema(&descriptor, Direction::Input, &docs, &gate).unwrap());
+    let output = validator(&message_schema(&descriptor, Direction::Output, &docs, &gate).unwrap());
 
     let message = random_message(&descriptor, &mut Rng(seed), 0);
     let bytes = message.encode_to_vec();
@@ -192,8 +193,7 @@ fn check_agreement(name: &str, seed: u64) {
     if let Err(error) = input.validate(&rendered) {
         panic!("{name}: output is not valid input: {error}\n{rendered}");
     }
-    let reencoded = Gate::build(&pool)
-        .unwrap()
+    let reencoded = gate
         .encode(&descriptor, &rendered)
         .unwrap_or_else(|error| panic!("{name}: {error}\n{rendered}"));
     // The same message as prost-reflect reads from the same JSON (compared as JSON: a default
@@ -229,9 +229,10 @@ proptest! {
 fn every_message_in_the_embedded_set_has_valid_schemas() {
     let pool = embedded_pool().unwrap();
     let docs = Docs::from_pool(&pool);
+    let gate = Gate::build(&pool).unwrap();
     for message in pool.all_messages().filter(|message| !message.is_map_entry()) {
         for direction in [Direction::Input, Direction::Output] {
-            let schema = message_schema(&message, direction, &docs).unwrap();
+            let schema = message_schema(&message, direction, &docs, &gate).unwrap();
             assert!(
                 jsonschema::meta::is_valid(&schema),
                 "{} {direction:?}: {schema}",
@@ -245,10 +246,11 @@ fn every_message_in_the_embedded_set_has_valid_schemas() {
 fn unknown_enum_numbers_from_the_upstream_still_match_the_output_schema() {
     let pool = embedded_pool().unwrap();
     let docs = Docs::from_pool(&pool);
+    let gate = Gate::build(&pool).unwrap();
     let descriptor = pool.get_message_by_name("test.kitchensink.v1.Everything").unwrap();
     // color = 99: a value a newer upstream knows and this descriptor does not.
     let rendered = render(&descriptor, &[0x10, 99, 0x6a, 1, b'm']);
     assert_eq!(rendered["color"], 99);
-    let output = validator(&message_schema(&descriptor, Direction::Output, &docs).unwrap());
+    let output = validator(&message_schema(&descriptor, Direction::Output, &docs, &gate).unwrap());
     assert!(output.is_valid(&rendered), "{rendered}");
 }

@@ -261,14 +261,15 @@ impl Contract {
     fn new() -> Contract {
         let pool = embedded_pool().unwrap();
         let message = pool.get_message_by_name(EVERYTHING).unwrap();
-        let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool)).unwrap();
+        let gate = Gate::build(&pool).unwrap();
+        let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool), &gate).unwrap();
         assert!(jsonschema::meta::is_valid(&schema));
         let schema = jsonschema::draft202012::options()
             .should_validate_formats(true)
             .build(&schema)
             .unwrap();
         Contract {
-            gate: Gate::build(&pool).unwrap(),
+            gate,
             pool,
             message,
             schema,

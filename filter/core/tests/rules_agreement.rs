@@ -158,9 +158,10 @@ struct Setup {
 fn setup() -> Setup {
     let pool = embedded_pool().unwrap();
     let message = pool.get_message_by_name("test.rules.v1.Order").unwrap();
-    let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool)).unwrap();
+    let gate = Gate::build(&pool).unwrap();
+    let schema = message_schema(&message, Direction::Input, &Docs::from_pool(&pool), &gate).unwrap();
     Setup {
-        gate: Gate::build(&pool).unwrap(),
+        gate,
         message,
         schema: jsonschema::options()
             .with_draft(jsonschema::Draft::Draft202012)

@@ -8,6 +8,7 @@
 
 use switchblade_core::descriptors::embedded_pool;
 use switchblade_core::docs::Docs;
+use switchblade_core::proto_json::gate::Gate;
 use switchblade_core::proto_json::schema::message_schema;
 use switchblade_core::proto_json::Direction;
 
@@ -27,11 +28,12 @@ fn digest(text: &str) -> String {
 fn every_embedded_message_has_the_schema_it_had() {
     let pool = embedded_pool().unwrap();
     let docs = Docs::from_pool(&pool);
+    let gate = Gate::build(&pool).unwrap();
     let mut lines: Vec<String> = pool
         .all_messages()
         .map(|message| {
             let [input, output] = [Direction::Input, Direction::Output].map(|direction| {
-                let schema = message_schema(&message, direction, &docs).unwrap();
+                let schema = message_schema(&message, direction, &docs, &gate).unwrap();
                 digest(&serde_json::to_string(&schema).unwrap())
             });
             format!("{} {input} {output}", message.full_name())

@@ -29,7 +29,7 @@ pub use form::{Form, KeyForm};
 pub use well_known::WellKnown;
 
 use prost_reflect::{EnumDescriptor, FieldDescriptor, Kind, MessageDescriptor};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// Which side of a call a schema describes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +65,23 @@ pub fn field_by_key(message: &MessageDescriptor, key: &str) -> Option<FieldDescr
     message
         .get_field_by_name(key)
         .or_else(|| message.get_field_by_json_name(key))
+}
+
+/// The value of `field` in `object`, under either of its names, unless it is null.
+pub(crate) fn given_value<'a>(object: &'a Map<String, Value>, field: &FieldDescriptor) -> Option<&'a Value> {
+    [field.name(), field.json_name()]
+        .iter()
+        .find_map(|key| object.get(*key).filter(|value| !value.is_null()))
+}
+
+/// A value given in the arguments, short enough for one line of a refusal.
+pub(crate) fn shown(value: &Value) -> String {
+    let text = value.to_string();
+    if text.chars().count() <= 40 {
+        return text;
+    }
+    let cut: String = text.chars().take(37).collect();
+    format!("{cut}...")
 }
 
 /// The names of an enum's values, in declaration order.

@@ -22,16 +22,14 @@
 //!   so no descriptor makes it take more time or memory than that much JSON does.
 
 use std::collections::{BTreeMap, HashMap};
-use std::rc::Rc;
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{json, Map, Value};
 
 use super::{Direction, Form, KeyForm};
 use crate::docs::Docs;
-use crate::proto_json::gate::is_required;
-use crate::proto_json::rules::schema::{annotate, message_words};
-use crate::proto_json::rules::{rules_of, FieldRules, MessageRules};
+use crate::proto_json::gate::{is_required, Gate};
+use crate::proto_json::rules::{annotate, message_words, FieldRules, MessageRules};
 
 /// How deep messages nest inline before the rest goes behind `$ref`s: enough for real APIs
 /// to read as one tree, small enough that no descriptor can exhaust the Wasm stack.
@@ -60,21 +58,32 @@ enum Layout {
 }
 
 /// The schema of `message` as a tool's `inputSchema` or `outputSchema`, laid out as the
-/// module's comment says; or [`SchemaTooLarge`].
-pub fn message_schema(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Result<Value, SchemaTooLarge> {
-    laid_out(message, direction, docs).map(|(schema, _)| schema)
+/// module's comment says; or [`SchemaTooLarge`]. An input schema states the `buf.validate`
+/// rules `gate` holds arguments to, as it read them.
+pub fn message_schema(
+    message: &MessageDescriptor,
+    direction: Direction,
+    docs: &Docs,
+    gate: &Gate,
+) -> Result<Value, SchemaTooLarge> {
+    laid_out(message, direction, docs, gate).map(|(schema, _)| schema)
 }
 
 /// The schema, and the layout chosen for it: the one place that chooses.
-fn laid_out(message: &MessageDescriptor, direction: Direction, docs: &Docs) -> Result<(Value, Layout), SchemaTooLarge> {
+fn laid_out(
+    message: &MessageDescriptor,
+    direction: Direction,
+    docs: &Docs,
+    gate: &Gate,
+) -> Result<(Value, Layout), SchemaTooLarge> {
     let shape = Shape::of(message);
     if shape.inline_fields <= INLINE_FIELD_BUDGET {
         // Past the byte bound inline, the shared layout may still fit.
-        if let Ok(schema) = build(message, direction, docs, &shape, Layout::Inline) {
+        if let Ok(schema) = build(message, direction, docs, gate, &shape, Layout::Inline) {
             return Ok((schema, Layout::Inline));
         }
     }
-    let schema = build(message, direction, docs, &shape, Layout::Shared)?;
+    let schema = build(message, direction, docs, gate, &shape, Layout::Shared)?;
     Ok((schema, Layout::Shared))
 }
 
@@ -82,18 +91,19 @@ fn build(
     message: &MessageDescriptor,
     direction: Direction,
     docs: &Docs,
+    gate: &Gate,
     shape: &Shape,
     layout: Layout,
 ) -> Result<Value, SchemaTooLarge> {
     let mut builder = Builder {
         direction,
         docs,
+        gate,
         shape,
         layout,
         depth: 0,
         defs: BTreeMap::new(),
         pending: Vec::new(),
-        rules: HashMap::new(),
         written: 0,
     };
     // The root follows the same mapping as a field (a Timestamp is a string, wherever it is),
@@ -128,6 +138,8 @@ const DESCRIPTION_KEY: &str = r#","description":"""#;
 struct Builder<'a> {
     direction: Direction,
     docs: &'a Docs,
+    /// Holds the `buf.validate` rules that input schemas state.
+    gate: &'a Gate,
     shape: &'a Shape,
     layout: Layout,
     /// Messages inlined around the one being built.
@@ -137,15 +149,13 @@ struct Builder<'a> {
     defs: BTreeMap<String, Value>,
     /// Referenced messages still to build.
     pending: Vec<MessageDescriptor>,
-    /// Each message's `buf.validate` rules, read once per schema.
-    rules: HashMap<String, Rc<MessageRules>>,
     /// Bytes of JSON written so far, counted as objects and properties are made. Only what
     /// the final text holds is counted, so passing the bound here means the schema passes
     /// it, and the build stops there; what is not counted is a few bytes a field.
     written: usize,
 }
 
-impl Builder<'_> {
+impl<'a> Builder<'a> {
     fn object(&mut self, message: &MessageDescriptor) -> Result<Value, SchemaTooLarge> {
         self.count(OBJECT_SKELETON.len())?;
         let mut properties = Map::new();
@@ -153,11 +163,12 @@ impl Builder<'_> {
         // buf.validate rules constrain what goes in; answers are rendered as they come.
         let rules = match self.direction {
             Direction::Input => self.rules_of(message),
-            Direction::Output => Rc::new(MessageRules::default()),
+            Direction::Output => None,
         };
         for field in message.fields() {
             let mut schema = self.field(&field)?;
-            let rule_words = match rules.field(&field) {
+            let field_rules = rules.and_then(|rules| rules.field(&field));
+            let rule_words = match field_rules {
                 Some(field_rules) => annotate(&field, field_rules, &mut schema),
                 None => Vec::new(),
             };
@@ -173,7 +184,6 @@ impl Builder<'_> {
             self.count_property(&field, &schema, described)?;
             properties.insert(field.name().to_owned(), schema);
             // A field whose default breaks its rules must be given, whatever it is marked.
-            let field_rules = rules.field(&field);
             let default_fails = field_rules.is_some_and(|rules| rules.check_absent(&field).is_err());
             if self.is_required(&field, field_rules) || default_fails {
                 required.push(Value::String(field.name().to_owned()));
@@ -181,7 +191,7 @@ impl Builder<'_> {
         }
         let mut schema = Map::new();
         schema.insert("type".into(), json!("object"));
-        let message_words = message_words(&rules);
+        let message_words = rules.map_or_else(Vec::new, message_words);
         if let Some(description) = join_words(self.docs.message(message).map(str::to_owned), &message_words) {
             self.count(DESCRIPTION_KEY.len() + description.len())?;
             schema.insert("description".into(), json!(description));
@@ -228,14 +238,10 @@ impl Builder<'_> {
         Ok(())
     }
 
-    fn rules_of(&mut self, message: &MessageDescriptor) -> Rc<MessageRules> {
-        let name = message.full_name();
-        if let Some(known) = self.rules.get(name) {
-            return Rc::clone(known);
-        }
-        let rules = Rc::new(rules_of(message));
-        self.rules.insert(name.to_owned(), Rc::clone(&rules));
-        rules
+    /// The rules the gate holds `message` to, if it has any.
+    fn rules_of(&self, message: &MessageDescriptor) -> Option<&'a MessageRules> {
+        let gate: &'a Gate = self.gate;
+        gate.rules(message.full_name())
     }
 
     /// Input: fields a request must carry. Output: fields every response carries, which
@@ -589,7 +595,8 @@ pub(crate) mod tests {
     fn schema(name: &str, direction: Direction) -> Value {
         let pool = embedded_pool().unwrap();
         let docs = Docs::from_pool(&pool);
-        message_schema(&pool.get_message_by_name(name).unwrap(), direction, &docs).unwrap()
+        let gate = Gate::build(&pool).unwrap();
+        message_schema(&pool.get_message_by_name(name).unwrap(), direction, &docs, &gate).unwrap()
     }
 
     #[test]
@@ -776,7 +783,12 @@ pub(crate) mod tests {
     }
 
     fn laid_out_in(pool: &DescriptorPool, name: &str, direction: Direction) -> Result<(Value, Layout), SchemaTooLarge> {
-        laid_out(&message(pool, name), direction, &Docs::from_pool(pool))
+        laid_out(
+            &message(pool, name),
+            direction,
+            &Docs::from_pool(pool),
+            &Gate::build(pool).unwrap(),
+        )
     }
 
     fn def_names(schema: &Value) -> Vec<&str> {
@@ -875,7 +887,8 @@ pub(crate) mod tests {
         for (pool, root) in cases {
             let shape = Shape::of(&root);
             let docs = Docs::from_pool(&pool);
-            let schema = build(&root, Direction::Input, &docs, &shape, Layout::Inline).unwrap();
+            let gate = Gate::build(&pool).unwrap();
+            let schema = build(&root, Direction::Input, &docs, &gate, &shape, Layout::Inline).unwrap();
             assert_eq!(shape.inline_fields, written_fields(&schema), "{}", root.full_name());
         }
         // The chain goes on behind a `$ref` every 16 messages, inline.
@@ -1009,18 +1022,19 @@ pub(crate) mod tests {
         // enum's list, maps and lists: what was counted is at most the text.
         let embedded = embedded_pool().unwrap();
         let docs = Docs::from_pool(&embedded);
+        let gate = Gate::build(&embedded).unwrap();
         for message in embedded.all_messages() {
             let shape = Shape::of(&message);
             for direction in [Direction::Input, Direction::Output] {
                 let mut builder = Builder {
                     direction,
                     docs: &docs,
+                    gate: &gate,
                     shape: &shape,
                     layout: Layout::Inline,
                     depth: 0,
                     defs: BTreeMap::new(),
                     pending: Vec::new(),
-                    rules: HashMap::new(),
                     written: 0,
                 };
                 let schema = builder.object(&message).unwrap();

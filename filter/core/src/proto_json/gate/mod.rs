@@ -15,13 +15,12 @@ use prost_reflect::{DescriptorPool, FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
 use super::form::{encode_key, scalar, Encoded};
-use super::rules::{check_exclusive, pool_rules, MessageRules, Place};
+use super::rules::{pool_rules, MessageRules, Place};
 use super::snake_case;
 use super::time::{parse_duration, parse_timestamp};
 use super::well_known::is_field_mask_shape;
 use super::wire::put_len;
-use super::{field_by_key, json_type, Form, KeyForm, WellKnown};
-pub(crate) use refusal::shown;
+use super::{field_by_key, given_value, json_type, Form, KeyForm, WellKnown};
 pub use refusal::ArgumentError;
 use refusal::{refusal, refusal_with};
 pub use required::is_required;
@@ -221,7 +220,7 @@ impl Gate {
         }
         if let Some(rules) = rules {
             for exclusive in &rules.exclusive {
-                check_exclusive(exclusive, object).map_err(|problem| path.error(problem))?;
+                exclusive.check(object).map_err(|problem| path.error(problem))?;
             }
             for (field, field_rules) in &rules.fields {
                 if !is_given(object, field) {
@@ -424,13 +423,6 @@ impl Gate {
         put_len(out, 2, &bytes);
         Ok(())
     }
-}
-
-/// The value of `field` in `object`, under either of its names, unless it is null.
-pub(crate) fn given_value<'a>(object: &'a Map<String, Value>, field: &FieldDescriptor) -> Option<&'a Value> {
-    [field.name(), field.json_name()]
-        .iter()
-        .find_map(|key| object.get(*key).filter(|value| !value.is_null()))
 }
 
 fn is_given(object: &Map<String, Value>, field: &FieldDescriptor) -> bool {

@@ -4,7 +4,7 @@
 use prost_reflect::{FieldDescriptor, Kind};
 use serde_json::Value;
 
-use crate::proto_json::{expected_in_field, Form};
+use crate::proto_json::{expected_in_field, shown, Form};
 
 /// Why arguments were refused: where in the arguments, and what was wrong there.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,14 +44,4 @@ pub(super) fn refusal_with(expected: String, value: &Value, detail: Option<&str>
         Some(detail) => format!("expected {expected}, got {} ({detail})", shown(value)),
         None => format!("expected {expected}, got {}", shown(value)),
     }
-}
-
-/// The offending value, short enough for one line.
-pub(crate) fn shown(value: &Value) -> String {
-    let text = value.to_string();
-    if text.chars().count() <= 40 {
-        return text;
-    }
-    let cut: String = text.chars().take(37).collect();
-    format!("{cut}...")
 }

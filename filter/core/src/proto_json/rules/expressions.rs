@@ -1,7 +1,7 @@
 //! CEL rules (`cel`, `cel_expression`, and a message's `cel`), with the `cel` cargo feature:
 //! compiled when the configuration loads, and evaluated with `this` bound to the field's value
-//! or to the message, as protovalidate binds it. A rule holds when it gives `true` or an empty
-//! string; `false` breaks it with its message, another string is the message itself.
+//! or to the message, as protovalidate binds it. What an outcome means for a rule is said
+//! beside the rule ([`super::cel`]).
 //!
 //! `this` is built from the arguments the gate has accepted, by their descriptors: messages as
 //! maps by proto field name (a field without presence always there, with its default; a field
@@ -13,24 +13,29 @@ use std::sync::{Arc, OnceLock};
 
 use cel::extractors::{Arguments, This};
 use cel::objects::Key;
-use cel::{Context, Env, Program, Value as Cel};
+use cel::{Context, DeclarationError, Env, Program, Value as Cel};
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor};
 use serde_json::{Map, Value};
 
-use super::subject::key_value;
-use super::{formats, CelRule, Number, Subject};
+use super::formats::syntax;
+use super::subject::{key_value, Number, Subject};
 use crate::proto_json::{field_by_key, Form, WellKnown};
 
 /// The environment every rule compiles in: CEL's standard library and its strings extension
-/// (`upperAscii()`, `trim()` …), which protovalidate's rules use.
-fn env() -> Option<&'static Arc<Env>> {
-    static ENV: OnceLock<Option<Arc<Env>>> = OnceLock::new();
+/// (`upperAscii()`, `trim()` …), which protovalidate's rules use; or why it does not build.
+fn env() -> Result<&'static Arc<Env>, String> {
+    static ENV: OnceLock<Result<Arc<Env>, String>> = OnceLock::new();
     ENV.get_or_init(|| {
         let mut env = Env::stdlib();
-        env.add_extension(cel::extensions::strings).ok()?;
-        Some(Arc::new(env))
+        env.add_extension(cel::extensions::strings).map_err(not_built)?;
+        Ok(Arc::new(env))
     })
     .as_ref()
+    .map_err(Clone::clone)
+}
+
+fn not_built(error: DeclarationError) -> String {
+    format!("the CEL environment does not build: {error}")
 }
 
 /// A compiled rule.
@@ -45,8 +50,8 @@ impl std::fmt::Debug for Compiled {
 
 /// `expression`, compiled; or why it does not compile.
 pub fn compile(expression: &str) -> Result<Compiled, String> {
-    let env = env().ok_or("the CEL environment does not build")?;
-    env.compile(expression)
+    env()?
+        .compile(expression)
         .map(|program| Compiled(Arc::new(program)))
         .map_err(|error| format!("the CEL rule `{expression}` does not compile: {error}"))
 }
@@ -54,28 +59,28 @@ pub fn compile(expression: &str) -> Result<Compiled, String> {
 thread_local! {
     /// protovalidate's functions on top of the environment: one root per thread, each
     /// evaluation in a scope of its own below it.
-    static ROOT: Option<Context<'static, 'static>> = root();
+    static ROOT: Result<Context<'static, 'static>, String> = root();
 }
 
-fn root() -> Option<Context<'static, 'static>> {
+fn root() -> Result<Context<'static, 'static>, String> {
     let mut context = Context::with_env(Arc::clone(env()?));
     context
-        .add_function("isEmail", |This(text): This<Arc<String>>| formats::email(&text))
-        .ok()?;
+        .add_function("isEmail", |This(text): This<Arc<String>>| syntax::email(&text))
+        .map_err(not_built)?;
     context
-        .add_function("isHostname", |This(text): This<Arc<String>>| formats::hostname(&text))
-        .ok()?;
+        .add_function("isHostname", |This(text): This<Arc<String>>| syntax::hostname(&text))
+        .map_err(not_built)?;
     context
-        .add_function("isUri", |This(text): This<Arc<String>>| formats::uri(&text))
-        .ok()?;
+        .add_function("isUri", |This(text): This<Arc<String>>| syntax::uri(&text))
+        .map_err(not_built)?;
     context
-        .add_function("isUriRef", |This(text): This<Arc<String>>| formats::uri_ref(&text))
-        .ok()?;
+        .add_function("isUriRef", |This(text): This<Arc<String>>| syntax::uri_ref(&text))
+        .map_err(not_built)?;
     context
         .add_function("isIp", |This(text): This<Arc<String>>, Arguments(args): Arguments| {
-            formats::ip(&text, version(&args))
+            syntax::ip(&text, version(&args))
         })
-        .ok()?;
+        .map_err(not_built)?;
     context
         .add_function(
             "isIpPrefix",
@@ -83,25 +88,25 @@ fn root() -> Option<Context<'static, 'static>> {
                 let strict = args.iter().any(|arg| matches!(arg, Cel::Bool(true)));
                 let version = version(&args);
                 if strict {
-                    formats::ip_prefix(&text, version)
+                    syntax::ip_prefix(&text, version)
                 } else {
-                    formats::ip_with_prefixlen(&text, version)
+                    syntax::ip_with_prefixlen(&text, version)
                 }
             },
         )
-        .ok()?;
+        .map_err(not_built)?;
     context
         .add_function(
             "isHostAndPort",
             |This(text): This<Arc<String>>, Arguments(args): Arguments| {
                 let port_required = args.iter().any(|arg| matches!(arg, Cel::Bool(true)));
-                formats::host_and_port(&text) || (!port_required && formats::address(&text))
+                syntax::host_and_port(&text) || (!port_required && syntax::address(&text))
             },
         )
-        .ok()?;
+        .map_err(not_built)?;
     context
         .add_function("isNan", |This(number): This<f64>| number.is_nan())
-        .ok()?;
+        .map_err(not_built)?;
     context
         .add_function("isInf", |This(number): This<f64>, Arguments(args): Arguments| {
             let sign = args.iter().find_map(|arg| match arg {
@@ -114,7 +119,7 @@ fn root() -> Option<Context<'static, 'static>> {
                 _ => number.is_infinite(),
             }
         })
-        .ok()?;
+        .map_err(not_built)?;
     context
         .add_function("unique", |This(items): This<Arc<Vec<Cel>>>| {
             items
@@ -122,8 +127,8 @@ fn root() -> Option<Context<'static, 'static>> {
                 .enumerate()
                 .all(|(index, item)| !items.iter().skip(index + 1).any(|other| other == item))
         })
-        .ok()?;
-    Some(context)
+        .map_err(not_built)?;
+    Ok(context)
 }
 
 /// The IP version among a call's arguments (0: either).
@@ -136,25 +141,35 @@ fn version(args: &[Cel]) -> u8 {
         .unwrap_or(0)
 }
 
-/// Whether `rule` holds for `this`; or the words of its violation.
-pub fn holds(rule: &CelRule, compiled: &Compiled, this: Cel) -> Result<(), String> {
+/// What evaluating a rule gave.
+pub enum Outcome {
+    /// `true`, or an empty string.
+    Holds,
+    /// `false`.
+    Fails,
+    /// A string that is not empty: the violation's own words.
+    Says(String),
+    /// Neither a bool nor a string: this, as CEL shows it.
+    Gives(String),
+    /// Not evaluated: why.
+    Error(String),
+}
+
+/// `compiled` evaluated with `this`.
+pub fn evaluate(compiled: &Compiled, this: Cel) -> Outcome {
     let outcome = ROOT.with(|root| {
-        let root = root
-            .as_ref()
-            .ok_or_else(|| "the CEL environment does not build".to_owned())?;
+        let root = root.as_ref().map_err(Clone::clone)?;
         let mut scope = root.new_inner_scope();
         scope.add_variable_from_value("this", this);
         compiled.0.execute(&scope).map_err(|error| error.to_string())
     });
-    let label = rule.label_for_errors();
     match outcome {
-        Ok(Cel::Bool(true)) => Ok(()),
-        Ok(Cel::String(text)) if text.is_empty() => Ok(()),
-        Ok(Cel::String(text)) => Err(format!("{text} ({label})")),
-        Ok(Cel::Bool(false)) if rule.message.is_empty() => Err(format!("does not hold ({label})")),
-        Ok(Cel::Bool(false)) => Err(format!("{} ({label})", rule.message)),
-        Ok(other) => Err(format!("gives {other:?}, not a bool or a string ({label})")),
-        Err(error) => Err(format!("could not be evaluated: {error} ({label})")),
+        Ok(Cel::Bool(true)) => Outcome::Holds,
+        Ok(Cel::Bool(false)) => Outcome::Fails,
+        Ok(Cel::String(text)) if text.is_empty() => Outcome::Holds,
+        Ok(Cel::String(text)) => Outcome::Says(text.to_string()),
+        Ok(other) => Outcome::Gives(format!("{other:?}")),
+        Err(error) => Outcome::Error(error),
     }
 }
 
@@ -216,7 +231,9 @@ pub fn message_value(message: &MessageDescriptor, object: &Map<String, Value>) -
 
 /// A value as the standard rules read it, in CEL's types: unsigned integers as `uint`, enums
 /// as their numbers, Timestamp and Duration as CEL's own, a FieldMask and an Any as the
-/// messages they are; what rules do not read (Struct, Value …) as the JSON it holds.
+/// messages they are; what rules do not read (Struct, Value …) as the JSON it holds. The gate
+/// has held every integer to its type's range, so the conversions below fit; a Duration
+/// longer than CEL's (some 292 years either way) is `null`, which no comparison holds for.
 fn from_subject(form: &Form, subject: Subject<'_>, value: &Value) -> Cel {
     let form = match form {
         Form::WellKnown(WellKnown::Wrapper(inner)) => Form::of(inner),
@@ -257,7 +274,7 @@ fn single_field_map(name: &str, value: Cel) -> Cel {
     Cel::Map(map.into())
 }
 
-/// A map key, spelled as JSON spells it, as its key type.
+/// A map key, spelled as JSON spells it, as its key type (the gate has held it to its range).
 fn key_of(kind: &Kind, key: &str) -> Key {
     match Subject::of(kind, &key_value(kind, key)) {
         Subject::Bool(flag) => Key::from(flag),
@@ -274,7 +291,7 @@ fn key_of(kind: &Kind, key: &str) -> Key {
     }
 }
 
-/// Struct, Value and ListValue: the JSON they hold.
+/// Struct, Value and ListValue: the JSON they hold (serde_json has an `f64` for every number).
 fn json(value: &Value) -> Cel {
     match value {
         Value::Null => Cel::Null,

@@ -7,11 +7,26 @@ use std::borrow::Cow;
 use prost_reflect::Kind;
 use serde_json::Value;
 
-use super::Number;
 use crate::proto_json::form::base64_bytes;
 use crate::proto_json::snake_case;
 use crate::proto_json::time::{parse_duration, parse_timestamp};
 use crate::proto_json::{Form, WellKnown};
+
+/// A number a rule compares with: integers of every width as `i128`, floats as `f64`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Number {
+    Int(i128),
+    Float(f64),
+}
+
+impl std::fmt::Display for Number {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Number::Int(value) => write!(f, "{value}"),
+            Number::Float(value) => write!(f, "{value}"),
+        }
+    }
+}
 
 /// A value as rules compare it.
 #[derive(Debug, Clone, PartialEq)]
@@ -101,6 +116,9 @@ pub fn nanos(seconds: i64, nanos: i32) -> i128 {
     i128::from(seconds) * 1_000_000_000 + i128::from(nanos)
 }
 
+/// The gate has read `value` into `kind` before a rule looks at it, so the defaults below are
+/// never taken: serde_json has an `f64` for every number, the base64 decodes, the decimal
+/// parses. An integer written as `2.0` or `1e2` is read through its `f64`, as the gate read it.
 fn scalar<'a>(kind: &Kind, value: &'a Value) -> Subject<'a> {
     match (kind, value) {
         (Kind::Double | Kind::Float, Value::Number(number)) => {

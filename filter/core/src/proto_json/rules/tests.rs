@@ -1,3 +1,5 @@
+use prost::Message;
+use prost_reflect::{DescriptorPool, DynamicMessage};
 use serde_json::{json, Value};
 
 use crate::descriptors::embedded_pool;
@@ -33,6 +35,7 @@ fn schema(name: &str) -> Value {
         &pool.get_message_by_name(name).unwrap(),
         Direction::Input,
         &Docs::from_pool(&pool),
+        &Gate::build(&pool).unwrap(),
     )
     .unwrap()
 }
@@ -248,4 +251,158 @@ fn without_the_cel_feature_cel_rules_are_shown_not_checked() {
         ),
         "{note}"
     );
+}
+
+/// `pool` with a file `test/declared.proto` added, whose message `Request` has the fields
+/// given (as `FieldDescriptorProto`s in JSON, options included, which name `pool`'s
+/// extensions).
+fn with_request(mut pool: DescriptorPool, fields: Value) -> DescriptorPool {
+    let file = json!({
+        "name": "test/declared.proto",
+        "package": "test.declared",
+        "dependency": ["buf/validate/validate.proto"],
+        "messageType": [{"name": "Request", "field": fields}],
+    });
+    add_file(&mut pool, file);
+    pool
+}
+
+/// Adds a `FileDescriptorProto` written in JSON, read as `pool`'s descriptor.proto reads it.
+fn add_file(pool: &mut DescriptorPool, file: Value) {
+    let file_proto = pool.get_message_by_name("google.protobuf.FileDescriptorProto").unwrap();
+    let file = DynamicMessage::deserialize(file_proto, file).unwrap();
+    pool.decode_file_descriptor_proto(file.encode_to_vec().as_slice())
+        .unwrap();
+}
+
+/// A pool whose `buf/validate/validate.proto` declares `FieldRules` with a `string` member
+/// and an `ignore` of its own type, and `StringRules.min_len` as `min_len`: another
+/// declaration than protovalidate's.
+fn pool_declaring(ignore: Value, min_len: Value) -> DescriptorPool {
+    let embedded = embedded_pool().unwrap();
+    let mut pool = DescriptorPool::new();
+    let descriptor = embedded.get_file_by_name("google/protobuf/descriptor.proto").unwrap();
+    pool.add_file_descriptor_proto(descriptor.file_descriptor_proto().clone())
+        .unwrap();
+    let optional = |name: &str, number: u32, kind: Value| {
+        let mut field = json!({"name": name, "number": number, "label": "LABEL_OPTIONAL"});
+        if let (Value::Object(field), Value::Object(kind)) = (&mut field, kind) {
+            field.extend(kind);
+        }
+        field
+    };
+    let mut string = optional(
+        "string",
+        14,
+        json!({"type": "TYPE_MESSAGE", "typeName": ".buf.validate.StringRules"}),
+    );
+    string["oneofIndex"] = json!(0);
+    add_file(
+        &mut pool,
+        json!({
+            "name": "buf/validate/validate.proto",
+            "package": "buf.validate",
+            "dependency": ["google/protobuf/descriptor.proto"],
+            "messageType": [
+                {"name": "FieldRules", "field": [string, optional("ignore", 27, ignore)], "oneofDecl": [{"name": "type"}]},
+                {"name": "StringRules", "field": [optional("min_len", 2, min_len)]},
+            ],
+            "extension": [{
+                "name": "field", "number": 1159, "label": "LABEL_OPTIONAL", "type": "TYPE_MESSAGE",
+                "typeName": ".buf.validate.FieldRules", "extendee": ".google.protobuf.FieldOptions",
+            }],
+        }),
+    );
+    pool
+}
+
+fn string_field(rules: Value) -> Value {
+    json!([{
+        "name": "text", "number": 1, "label": "LABEL_OPTIONAL", "type": "TYPE_STRING",
+        "options": {"[buf.validate.field]": rules},
+    }])
+}
+
+#[test]
+fn a_rule_of_another_type_than_protovalidate_declares_is_refused_at_load() {
+    let pool = pool_declaring(json!({"type": "TYPE_INT32"}), json!({"type": "TYPE_BOOL"}));
+    let pool = with_request(pool, string_field(json!({"string": {"minLen": true}})));
+    assert_eq!(
+        Gate::build(&pool).unwrap_err(),
+        "the buf.validate rules of field test.declared.Request.text: `buf.validate.StringRules.min_len` holds a \
+         bool, where protovalidate declares a uint64"
+    );
+    // Read as declared, the same rule holds.
+    let pool = pool_declaring(json!({"type": "TYPE_INT32"}), json!({"type": "TYPE_UINT64"}));
+    let pool = with_request(pool, string_field(json!({"string": {"minLen": 2}})));
+    let gate = Gate::build(&pool).unwrap();
+    let request = pool.get_message_by_name("test.declared.Request").unwrap();
+    assert_eq!(
+        gate.encode(&request, &json!({"text": "a"})).unwrap_err().to_string(),
+        "at `text`: must be at least 2 characters long (string.min_len = 2), got \"a\""
+    );
+    let pool = pool_declaring(json!({"type": "TYPE_INT32"}), json!({"type": "TYPE_UINT64"}));
+    let pool = with_request(pool, string_field(json!({"ignore": 1})));
+    assert_eq!(
+        Gate::build(&pool).unwrap_err(),
+        "the buf.validate rules of field test.declared.Request.text: `buf.validate.FieldRules.ignore` holds an \
+         int32, where protovalidate declares an enum value"
+    );
+}
+
+#[test]
+fn enum_numbers_protovalidate_does_not_define_are_refused_at_load() {
+    let embedded = || embedded_pool().unwrap();
+    let pool = with_request(embedded(), string_field(json!({"ignore": 2})));
+    assert_eq!(
+        Gate::build(&pool).unwrap_err(),
+        "the buf.validate rules of field test.declared.Request.text: `ignore` is 2, which is none of \
+         protovalidate's `buf.validate.Ignore` values (IGNORE_IF_ZERO_VALUE = 1, IGNORE_ALWAYS = 3)"
+    );
+    let pool = with_request(embedded(), string_field(json!({"string": {"wellKnownRegex": 7}})));
+    assert_eq!(
+        Gate::build(&pool).unwrap_err(),
+        "the buf.validate rules of field test.declared.Request.text: `well_known_regex` is 7, which is none of \
+         protovalidate's `buf.validate.KnownRegex` values (KNOWN_REGEX_HTTP_HEADER_NAME = 1, \
+         KNOWN_REGEX_HTTP_HEADER_VALUE = 2)"
+    );
+    // The numbers it does define, by name.
+    let pool = with_request(
+        embedded(),
+        string_field(json!({"ignore": "IGNORE_ALWAYS", "string": {"wellKnownRegex": "KNOWN_REGEX_HTTP_HEADER_NAME"}})),
+    );
+    let rules = Gate::build(&pool).unwrap();
+    let rules = rules.rules("test.declared.Request").unwrap();
+    assert_eq!(rules.fields[0].1.ignore, super::Ignore::Always);
+}
+
+#[test]
+fn a_message_oneof_rule_names_its_own_fields() {
+    let refusal = |oneof: Value| {
+        let mut pool = embedded_pool().unwrap();
+        let text = |name: &str, number: u32| json!({"name": name, "number": number, "label": "LABEL_OPTIONAL", "type": "TYPE_STRING"});
+        add_file(
+            &mut pool,
+            json!({
+                "name": "test/declared.proto",
+                "package": "test.declared",
+                "dependency": ["buf/validate/validate.proto"],
+                "messageType": [{
+                    "name": "Request",
+                    "field": [text("a", 1), text("b", 2)],
+                    "options": {"[buf.validate.message]": {"oneof": [oneof]}},
+                }],
+            }),
+        );
+        Gate::build(&pool).err()
+    };
+    assert_eq!(
+        refusal(json!({"fields": ["a", "nope"]})).unwrap(),
+        "the buf.validate oneof rule of message test.declared.Request names `nope`, which is not one of its fields"
+    );
+    assert_eq!(
+        refusal(json!({"required": true})).unwrap(),
+        "a buf.validate oneof rule of message test.declared.Request names no fields"
+    );
+    assert_eq!(refusal(json!({"fields": ["a", "b"], "required": true})), None);
 }
