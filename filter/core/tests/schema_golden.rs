@@ -3,6 +3,9 @@
 //! gives, in both directions, exactly the JSON the inline layout wrote before schemas could be
 //! laid out shared. `schema_digests.txt` holds a digest of each, taken from that code.
 
+// The digests are of the default build: with the `cel` feature a CEL rule's words say that the
+// gateway checks it, and the schema differs on purpose.
+#![cfg(not(feature = "cel"))]
 // Test code: a failed expectation is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
