@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
-use crate::grpc::status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
+use crate::grpc::status::{status_name, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, RESOURCE_EXHAUSTED, UNAVAILABLE};
 use crate::http::Refusal;
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
@@ -39,6 +39,8 @@ pub enum CallOutcome {
     InvalidArguments,
     Unavailable,
     DeadlineExceeded,
+    /// Over a rate limit or a cap on calls in flight; never sent.
+    RateLimited,
 }
 
 impl CallOutcome {
@@ -59,6 +61,7 @@ impl CallOutcome {
             CallOutcome::InvalidArguments => "invalid_arguments",
             CallOutcome::Unavailable => "unavailable",
             CallOutcome::DeadlineExceeded => "deadline_exceeded",
+            CallOutcome::RateLimited => "rate_limited",
         }
     }
 }
@@ -113,6 +116,18 @@ impl Observations {
             outcome: CallOutcome::InvalidArguments,
             grpc_status: INVALID_ARGUMENT,
             refused_path: Some(path.to_owned()),
+            upstream_time: None,
+        });
+    }
+
+    /// A call refused over a rate limit, before it was sent: counted as RESOURCE_EXHAUSTED,
+    /// the status gRPC gives a quota.
+    pub(crate) fn rate_limited(&mut self, tool: &Arc<Tool>) {
+        self.tool_calls.push(ToolCallRecord {
+            tool: Arc::clone(tool),
+            outcome: CallOutcome::RateLimited,
+            grpc_status: RESOURCE_EXHAUSTED,
+            refused_path: None,
             upstream_time: None,
         });
     }
