@@ -109,7 +109,7 @@ impl Exchange {
             return;
         }
         let response = HttpResponse::internal_error();
-        host.send_response(response.status, &response.headers, &response.body);
+        host.send_response(response.status, &response.header_pairs(), &response.body);
     }
 
     pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
@@ -195,10 +195,13 @@ impl Exchange {
             Some(TokenPayloadSource::FilterState(key)) => server.caller(host.filter_state(key).as_deref()),
             Some(TokenPayloadSource::Metadata { .. }) => server.caller(None),
         };
+        let address = server.reads_client_address().then(|| host.client_address()).flatten();
         let request = McpRequest {
             headers,
             body,
             caller: &caller,
+            client_address: address.as_deref(),
+            counters: Some(self.config.counters()),
         };
         let outcome = server.handle(request, &mut self.observed.borrow_mut());
         let mut reply = match outcome {
@@ -206,7 +209,8 @@ impl Exchange {
             Outcome::Await(reply) => reply,
         };
         if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
-            if let Some(call) = reply.take_routable_call() {
+            let routable = server.take_routable_call(&mut reply, now(), &mut self.observed.borrow_mut());
+            if let Some(call) = routable {
                 return self.route_call(host, reply, call, cluster_header);
             }
         }
@@ -243,7 +247,7 @@ impl Exchange {
         if !self.answered.replace(true) {
             let head = HttpResponse::event_stream(Vec::new());
             let mut headers = vec![(":status", "200")];
-            headers.extend(head.headers.iter().copied());
+            headers.extend(head.header_pairs());
             host.send_response_headers(&headers, false);
         }
         host.send_response_data(events, false);
@@ -327,7 +331,7 @@ impl Exchange {
         *self.state.borrow_mut() = State::Answered;
         self.publish(host);
         self.answered.set(true);
-        host.send_response(response.status, &response.headers, &response.body);
+        host.send_response(response.status, &response.header_pairs(), &response.body);
         Verdict::Drop
     }
 

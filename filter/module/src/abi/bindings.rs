@@ -105,6 +105,10 @@ pub(super) fn body_type(body: Body) -> u32 {
     }
 }
 
+/// `envoy_dynamic_module_type_attribute_id_SourceAddress`: `source.address`, the 25th of
+/// the ABI's attribute ids (counted from 0, in the header's order).
+pub(super) const ATTRIBUTE_SOURCE_ADDRESS: u32 = 24;
+
 pub(super) const CALLOUT_SUCCESS: u32 = 0;
 /// `envoy_dynamic_module_type_http_filter_stream_reset_reason_LocalReset`.
 pub(super) const LOCAL_RESET: u32 = 0;
@@ -232,6 +236,11 @@ extern "C" {
     pub(super) fn envoy_dynamic_module_callback_http_get_filter_state_bytes(
         filter: HttpFilterEnvoyPtr,
         key: ModuleBuffer,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
+    pub(super) fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
+        filter: HttpFilterEnvoyPtr,
+        attribute_id: u32,
         result: *mut EnvoyBuffer,
     ) -> bool;
     pub(super) fn envoy_dynamic_module_callback_http_filter_config_start_http_stream(

@@ -231,6 +231,10 @@ impl StreamHost for FakeStream {
             .map(|value| value.as_bytes().to_vec())
     }
 
+    fn client_address(&self) -> Option<String> {
+        Some("127.0.0.1:40000".into())
+    }
+
     fn clear_route_cache(&self) {
         self.route_cleared.set(self.route_cleared.get() + 1);
     }
