@@ -1,7 +1,8 @@
 //! Generates the demo services' tonic code from `../proto` (embedded in the filter) and
 //! `proto/` (a "user" service the filter does not embed), compiled by protox (no protoc), and
 //! writes their descriptor set (with imports and source info) for the upstream's gRPC server
-//! reflection.
+//! reflection. Also the rate limit service the test peer `ratelimit-peer` serves, apart: it is
+//! not one of the demo upstream's services.
 
 use std::path::Path;
 
@@ -34,5 +35,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_client(true)
         .build_server(true)
         .compile_fds(descriptors)?;
+    let mut rate_limit = protox::Compiler::new([manifest.join("proto")])?;
+    rate_limit
+        .include_imports(true)
+        .open_files(["envoy/service/ratelimit/v3/rls.proto"])?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        .compile_fds(rate_limit.file_descriptor_set())?;
     Ok(())
 }

@@ -68,7 +68,7 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
         ..McpHeaders::default()
     };
     let mut observed = Observations::default();
-    let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone };
+    let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone, client_address: None, counters: None };
     let count = serde_json::from_str::<Vec<Value>>(body).map_or(0, |messages| messages.len());
     let mut reply = match server.handle(request, &mut observed) {
         Outcome::Respond(response) => {

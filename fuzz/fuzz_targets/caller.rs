@@ -35,7 +35,7 @@ fuzz_target!(|data: &[u8]| {
         for server in servers {
             let caller = server.caller(Some(data));
             for body in BODIES {
-                let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &caller };
+                let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &caller, client_address: None, counters: None };
                 let _ = server.handle(request, &mut Observations::default());
             }
         }

@@ -20,7 +20,7 @@ pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, Outcome) 
     let headers = McpHeaders { content_type: Some("application/json".into()), ..McpHeaders::default() };
     SERVER.with(|server| {
         let mut observed = Observations::default();
-        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone }, &mut observed);
+        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone, client_address: None, counters: None }, &mut observed);
         then(server, outcome)
     })
 }

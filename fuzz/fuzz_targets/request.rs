@@ -46,7 +46,7 @@ fuzz_target!(|data: &[u8]| {
 
 fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
     let mut observed = Observations::default();
-    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body, caller: &Caller::Anyone }, &mut observed) {
+    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body, caller: &Caller::Anyone, client_address: None, counters: None }, &mut observed) {
         let calls = reply.take_calls_to_start();
         // Answer each call with bytes from the body itself: valid or not, it must not panic.
         for (index, call) in calls.iter().enumerate() {

@@ -6,6 +6,7 @@ pub mod control;
 pub mod inventory;
 pub mod kitchen_sink;
 pub mod lying_reflection;
+pub mod ratelimit;
 pub mod reflection;
 pub mod rules;
 pub mod streams;
@@ -30,5 +31,9 @@ pub mod proto {
     }
     pub mod rules {
         tonic::include_proto!("test.rules.v1");
+    }
+    /// Envoy's rate limit service, as far as `ratelimit-peer` serves it.
+    pub mod ratelimit {
+        tonic::include_proto!("envoy.service.ratelimit.v3");
     }
 }

@@ -160,6 +160,21 @@ BAD_PLUGIN_CONFIGS = [
      "so it cannot be forwarded or set"),
     (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"max_batch_size": 0}}),
      "at `limits.max_batch_size`: must be greater than 0"),
+    # Rate limits (#26): each mistake names its rule and key.
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}},
+                 "limits": {"rules": [{"match": "*", "requests_per_second": 5}, {"match": f"{USERS}/DeleteUser", "max_in_flight": 2}]}}),
+     f"at `limits.rules[1].match`: \"{USERS}/DeleteUser\" names no configured service and no exposed tool's method"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"rules": [{"match": USERS, "requests_per_second": 0}]}}),
+     "at `limits.rules[0].requests_per_second`: 0 is not a rate"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"rules": [{"match": USERS, "requests_per_second": 2, "burst": 0}]}}),
+     "at `limits.rules[0].burst`: must be at least 1"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"rules": [{"match": USERS}]}}),
+     "at `limits.rules[0]`: the rule limits nothing"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"caller": {"claim": "sub"}}}),
+     "at `limits.caller`: the claim \"sub\" is read from the verified token, and `authorization` (which reads the token) is not configured"),
+    (json.dumps({"services": {USERS: {"cluster": "demo_grpc"}},
+                 "limits": {"rate_limit_service": {"cluster": "ratelimit", "domain": "d", "failure_mode": "closed"}}}),
+     "at `limits.rate_limit_service.failure_mode`: unknown variant `closed`, expected `allow` or `deny`"),
 ]
 
 

@@ -74,6 +74,8 @@ fn main() {
             headers: &headers,
             body: REQUEST,
             caller: &Caller::Anyone,
+            client_address: None,
+            counters: None,
         },
         &mut Observations::default(),
     ) {

@@ -9,13 +9,17 @@ use prost::Message;
 use serde_json::{Map, Number, Value};
 
 use crate::catalog::Catalog;
-use crate::config::{parse_selector, Authorization, ConfigError, PluginConfig, TokenPayloadSource, Unlisted};
+use crate::config::{
+    parse_selector, Authorization, CallerSource, ConfigError, PluginConfig, TokenPayloadSource, Unlisted,
+};
 
 /// The configuration's authorization, resolved against its catalog.
 #[derive(Debug)]
 pub struct AccessPolicy {
     source: TokenPayloadSource,
     claim: Vec<String>,
+    /// The claim whose value is the caller's key for the rate limits (`limits.caller`).
+    key_claim: Option<Vec<String>>,
     /// Tool name → the claim values it requires (all of them); `None`: nobody may call it.
     requirements: HashMap<String, Option<BTreeSet<String>>>,
 }
@@ -27,8 +31,12 @@ pub enum Caller {
     Anyone,
     /// Authorization is configured and no verified token payload reached the filter.
     Unverified(String),
-    /// A verified token granting these claim values.
-    Verified(BTreeSet<String>),
+    /// A verified token granting these claim values, and the caller's key for the rate limits
+    /// (the value of `limits.caller`'s claim, if the token has one).
+    Verified {
+        grants: BTreeSet<String>,
+        key: Option<String>,
+    },
 }
 
 impl AccessPolicy {
@@ -62,9 +70,14 @@ impl AccessPolicy {
                 (tool.name.clone(), required)
             })
             .collect();
+        let key_claim = match config.caller_source() {
+            CallerSource::Claim(path) => Some(path.names().to_vec()),
+            CallerSource::ClientAddress => None,
+        };
         Ok(Some(AccessPolicy {
             source: authorization.token_payload.clone(),
             claim,
+            key_claim,
             requirements,
         }))
     }
@@ -88,7 +101,10 @@ impl AccessPolicy {
                 .ok_or_else(|| format!("{} does not hold a JSON object", self.source)),
         };
         match payload {
-            Ok(payload) => Caller::Verified(self.grants(&payload)),
+            Ok(payload) => Caller::Verified {
+                grants: self.grants(&payload),
+                key: self.key(&payload),
+            },
             Err(reason) => Caller::Unverified(reason),
         }
     }
@@ -109,6 +125,17 @@ impl AccessPolicy {
         }
     }
 
+    /// The value of the claim callers are counted by, as text (a string, a number or a boolean).
+    fn key(&self, payload: &Value) -> Option<String> {
+        let path = self.key_claim.as_ref()?;
+        match path.iter().try_fold(payload, |value, name| value.get(name))? {
+            Value::String(text) if !text.is_empty() => Some(text.clone()),
+            Value::Number(number) => Some(number.to_string()),
+            Value::Bool(flag) => Some(flag.to_string()),
+            _ => None,
+        }
+    }
+
     /// Whether a verified caller with `grants` may call the tool.
     pub fn permits(&self, grants: &BTreeSet<String>, tool_name: &str) -> bool {
         match self.requirements.get(tool_name) {
@@ -119,11 +146,16 @@ impl AccessPolicy {
 }
 
 impl Caller {
+    /// A verified caller with these grants, counted under no key of its own.
+    pub fn verified(grants: BTreeSet<String>) -> Self {
+        Caller::Verified { grants, key: None }
+    }
+
     /// Whether this caller may call the tool under `policy` (none: everyone may).
     pub fn may_call(&self, policy: Option<&AccessPolicy>, tool_name: &str) -> bool {
         match (policy, self) {
             (None, _) => true,
-            (Some(policy), Caller::Verified(grants)) => policy.permits(grants, tool_name),
+            (Some(policy), Caller::Verified { grants, .. }) => policy.permits(grants, tool_name),
             (Some(_), _) => false,
         }
     }

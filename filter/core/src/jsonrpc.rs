@@ -11,6 +11,9 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// Switchblade's own (the implementation-defined range): the caller is over its rate limit
+/// across every tool (with HTTP 429 and `Retry-After`).
+pub const RATE_LIMITED: i64 = -32029;
 /// MCP 2026-07-28: the requested protocol version is not served.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 

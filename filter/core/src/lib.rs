@@ -23,6 +23,7 @@ pub mod grpc;
 pub mod http;
 pub mod observe;
 pub mod proto_json;
+pub mod quota;
 pub mod reflection;
 pub mod server;
 pub mod streams;

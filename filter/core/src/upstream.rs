@@ -15,6 +15,8 @@ use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
 use crate::http::HeaderPair;
+use crate::quota::counters::Lease;
+use crate::quota::rls::SHOULD_RATE_LIMIT_PATH;
 use crate::streams::CallKind;
 
 /// What of the original request a routed call keeps: route matching needs the scheme, logs
@@ -48,6 +50,21 @@ pub struct UpstreamCall {
     /// The request's `_meta.progressToken`, when the answer may be an SSE stream that carries a
     /// progress notification per message gathered (a lone call of a streaming tool).
     pub(crate) progress_token: Option<Value>,
+    /// The rate limit service's check this call waits for: while it is set, the host starts
+    /// the check in the call's place (a unary call to the service's cluster), and the call
+    /// itself once the check lets it go.
+    pub(crate) check: Option<Box<RateLimitCheck>>,
+    /// The call's place among its rule's calls in flight, given back when the call is dropped.
+    pub(crate) lease: Option<Lease>,
+}
+
+/// One `ShouldRateLimit` call: where it goes, and its gRPC frame.
+#[derive(Debug)]
+pub(crate) struct RateLimitCheck {
+    pub(crate) cluster: String,
+    pub(crate) timeout: Duration,
+    pub(crate) grpc_timeout: String,
+    pub(crate) frame: Vec<u8>,
 }
 
 impl UpstreamCall {
@@ -68,6 +85,8 @@ impl UpstreamCall {
             metadata,
             sent_at: None,
             progress_token: None,
+            check: None,
+            lease: None,
         }
     }
 
@@ -76,54 +95,81 @@ impl UpstreamCall {
         self.sent_at.map(|sent_at| now.saturating_sub(sent_at))
     }
 
-    /// The Envoy cluster that serves the method.
+    /// Whether the host is to start the rate limit service's check in this call's place.
+    pub fn is_rate_limit_check(&self) -> bool {
+        self.check.is_some()
+    }
+
+    /// The Envoy cluster that serves the method (or the rate limit service).
     pub fn cluster(&self) -> &str {
-        &self.tool.cluster
+        match &self.check {
+            Some(check) => &check.cluster,
+            None => &self.tool.cluster,
+        }
     }
 
     /// How long the call may take: the host's timeout for it (for a stream of answers, the
     /// window in which they are gathered).
     pub fn timeout(&self) -> Duration {
-        self.tool.timeout
+        match &self.check {
+            Some(check) => check.timeout,
+            None => self.tool.timeout,
+        }
     }
 
-    /// How the method streams.
+    /// How the method streams (a rate limit check is unary).
     pub fn kind(&self) -> CallKind {
-        self.tool.kind
+        match &self.check {
+            Some(_) => CallKind::Unary,
+            None => self.tool.kind,
+        }
     }
 
     /// The request messages, one per frame, for a host that frames them itself (a gRPC
     /// stream): one for a unary request, the items of `messages` for a stream.
     pub fn request_messages(&self) -> Vec<&[u8]> {
         // The frames are the core's own, well formed.
-        unframe_all(&self.frame).unwrap_or_default()
+        unframe_all(self.http_body()).unwrap_or_default()
     }
 
     /// The gRPC service and method, as a host's gRPC client names them.
     pub fn service_and_method(&self) -> (&str, &str) {
-        (self.tool.service_name(), self.tool.method_name())
+        match &self.check {
+            Some(_) => ("envoy.service.ratelimit.v3.RateLimitService", "ShouldRateLimit"),
+            None => (self.tool.service_name(), self.tool.method_name()),
+        }
     }
 
     /// The deadline as `grpc-timeout`.
     pub fn grpc_timeout(&self) -> &str {
-        &self.tool.grpc_timeout
+        match &self.check {
+            Some(check) => &check.grpc_timeout,
+            None => &self.tool.grpc_timeout,
+        }
     }
 
     /// The request headers: a unary gRPC call to the method, with the deadline as
     /// `grpc-timeout` (so the upstream can stop working on an answer nobody will read), then
-    /// the gRPC metadata: the service's static metadata and the forwarded request headers.
+    /// the gRPC metadata: the service's static metadata and the forwarded request headers. A
+    /// rate limit check carries no metadata of the client's.
     pub fn http_headers(&self) -> Vec<(&str, &str)> {
         let tool = &self.tool;
-        let mut headers = Vec::with_capacity(6 + self.metadata.len());
+        let (path, metadata) = match &self.check {
+            Some(_) => (SHOULD_RATE_LIMIT_PATH, 0),
+            None => (tool.grpc_path.as_str(), self.metadata.len()),
+        };
+        let mut headers = Vec::with_capacity(6 + metadata);
         headers.extend([
             (":method", "POST"),
-            (":path", tool.grpc_path.as_str()),
-            (":authority", tool.cluster.as_str()),
+            (":path", path),
+            (":authority", self.cluster()),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
-            ("grpc-timeout", tool.grpc_timeout.as_str()),
+            ("grpc-timeout", self.grpc_timeout()),
         ]);
-        headers.extend(self.metadata());
+        if self.check.is_none() {
+            headers.extend(self.metadata());
+        }
         headers
     }
 
@@ -157,12 +203,15 @@ impl UpstreamCall {
 
     /// The request body: the message in one gRPC frame.
     pub fn http_body(&self) -> &[u8] {
-        &self.frame
+        match &self.check {
+            Some(check) => &check.frame,
+            None => &self.frame,
+        }
     }
 
     /// The request message, protobuf-encoded.
     pub fn message(&self) -> &[u8] {
-        self.frame.get(FRAME_PREFIX..).unwrap_or_default()
+        self.http_body().get(FRAME_PREFIX..).unwrap_or_default()
     }
 
     /// gRPC metadata: the service's static metadata, then the forwarded request headers.

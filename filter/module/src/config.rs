@@ -11,6 +11,7 @@ use switchblade_core::config::{ConfigError, TokenPayloadSource};
 use switchblade_core::configure::{configure, Configured};
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::observe::{predefined_samples, Metric, Sample};
+use switchblade_core::quota::counters::{Counters, MemoryCounters};
 use switchblade_core::reflection::Refreshed;
 use switchblade_core::server::Server;
 
@@ -39,6 +40,9 @@ pub struct Config {
     /// them, and Envoy gives a labeled stat the same name): using a labeled stat costs Envoy a
     /// name lookup each time, one of these an add.
     predefined_ids: HashMap<String, usize>,
+    /// The rate limits' counters, shared by every worker (and by the servers live reflection
+    /// swaps in: calls in flight keep their places).
+    counters: Counters,
 }
 
 impl Config {
@@ -94,6 +98,7 @@ impl Config {
             wakeups: None,
             metric_ids,
             predefined_ids,
+            counters: Arc::new(MemoryCounters::default()),
         })
     }
 
@@ -103,6 +108,11 @@ impl Config {
             ServerSlot::Fixed(server) => ServerRef::Fixed(server),
             ServerSlot::Live(slot) => ServerRef::Live(Arc::clone(&slot.read().unwrap_or_else(PoisonError::into_inner))),
         }
+    }
+
+    /// The rate limits' counters.
+    pub(crate) fn counters(&self) -> &Counters {
+        &self.counters
     }
 
     /// Keeps the wake-ups of the configuration's streams, which the host starts.

@@ -117,7 +117,7 @@ impl Exchange {
             return;
         }
         let response = HttpResponse::internal_error();
-        host.send_response(response.status, &response.headers, &response.body);
+        host.send_response(response.status, &response.header_pairs(), &response.body);
     }
 
     pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
@@ -206,14 +206,17 @@ impl Exchange {
             None => Caller::Anyone,
             Some(_) => server.caller(token_payload.as_deref()),
         };
+        let address = server.reads_client_address().then(|| host.client_address()).flatten();
         let request = McpRequest {
             headers,
             body,
             caller: &caller,
+            client_address: address.as_deref(),
+            counters: Some(self.config.counters()),
         };
         let cancel_key = |request_id| {
             CancelKey::new(
-                host.source_address().as_deref(),
+                host.client_address().as_deref(),
                 headers,
                 token_payload.as_deref(),
                 request_id,
@@ -229,7 +232,8 @@ impl Exchange {
             Outcome::Await(reply) => reply,
         };
         if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
-            if let Some(call) = reply.take_routable_call() {
+            let routable = server.take_routable_call(&mut reply, now(), &mut self.observed.borrow_mut());
+            if let Some(call) = routable {
                 return self.route_call(host, reply, call, cluster_header);
             }
         }
@@ -308,7 +312,7 @@ impl Exchange {
         if !self.answered.replace(true) {
             let head = HttpResponse::event_stream(Vec::new());
             let mut headers = vec![(":status", "200")];
-            headers.extend(head.headers.iter().copied());
+            headers.extend(head.header_pairs());
             host.send_response_headers(&headers, false);
         }
         host.send_response_data(events, false);
@@ -393,7 +397,7 @@ impl Exchange {
         *self.state.borrow_mut() = State::Answered;
         self.publish(host);
         self.answered.set(true);
-        host.send_response(response.status, &response.headers, &response.body);
+        host.send_response(response.status, &response.header_pairs(), &response.body);
         Verdict::Drop
     }
 

@@ -59,6 +59,8 @@ pub trait StreamHost {
     fn set_filter_state(&self, key: &str, value: &str) -> bool;
     /// A string filter state object's bytes.
     fn filter_state(&self, key: &str) -> Option<Vec<u8>>;
+    /// The client's address (Envoy's `source.address`, with its port).
+    fn client_address(&self) -> Option<String>;
     /// Makes Envoy choose the request's route again.
     fn clear_route_cache(&self);
     /// Starts an HTTP request to `cluster`, sent whole: its answer comes in parts to the
@@ -73,8 +75,6 @@ pub trait StreamHost {
     fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm>;
     /// Wakes the streams listening for `cancel_key`; how many.
     fn cancel_listeners(&self, cancel_key: &str) -> usize;
-    /// The client's address (Envoy's `source.address`, with its port).
-    fn source_address(&self) -> Option<String>;
 }
 
 /// What a configuration needs of Envoy while it is made: its stats.

@@ -29,4 +29,5 @@ const _: fn() = || {
     fn shared<T: Send + Sync>() {}
     shared::<switchblade_core::server::Server>();
     shared::<config::Config>();
+    shared::<switchblade_core::quota::counters::MemoryCounters>();
 };

@@ -20,6 +20,7 @@ use switchblade_core::cancel::CancelKey;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
+use switchblade_core::quota::counters::Counters;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
@@ -27,7 +28,8 @@ use switchblade_core::upstream::UpstreamCall;
 use crate::cancels;
 use crate::clock::{Ending, OpenStream, StreamClock};
 use crate::host_io::{
-    buffer, call_out, call_response, header_value, log_fields, map_bytes, now, token_payload, HeaderMapBytes,
+    buffer, call_out, call_response, client_address, header_value, log_fields, map_bytes, now, token_payload,
+    HeaderMapBytes,
 };
 use crate::stats::Stats;
 
@@ -51,6 +53,8 @@ pub(crate) struct Exchange {
 pub(crate) struct Inner {
     server: Rc<Server>,
     stats: Rc<Stats>,
+    /// The rate limits' counters, in shared data.
+    counters: Counters,
     clock: Rc<StreamClock<Inner>>,
     /// What this request told, published with its answer.
     observed: Observations,
@@ -63,12 +67,19 @@ pub(crate) struct Inner {
 }
 
 impl Exchange {
-    pub(crate) fn new(context_id: u32, server: Rc<Server>, stats: Rc<Stats>, clock: Rc<StreamClock<Inner>>) -> Self {
+    pub(crate) fn new(
+        context_id: u32,
+        server: Rc<Server>,
+        stats: Rc<Stats>,
+        counters: Counters,
+        clock: Rc<StreamClock<Inner>>,
+    ) -> Self {
         Exchange {
             context_id,
             inner: Rc::new(RefCell::new(Inner {
                 server,
                 stats,
+                counters,
                 clock,
                 observed: Observations::default(),
                 state: State::PassThrough,
@@ -247,15 +258,21 @@ impl Inner {
             None => Caller::Anyone,
             Some(_) => self.server.caller(token_payload.as_deref()),
         };
+        let address = self.server.reads_client_address().then(client_address).flatten();
         let request = McpRequest {
             headers,
             body,
             caller: &caller,
+            client_address: address.as_deref(),
+            counters: Some(&self.counters),
         };
         let cancel_key = |request_id| {
-            let address = hostcalls::get_property(vec!["source", "address"]).ok().flatten();
-            let address = address.map(|address| String::from_utf8_lossy(&address).into_owned());
-            CancelKey::new(address.as_deref(), headers, token_payload.as_deref(), request_id)
+            CancelKey::new(
+                client_address().as_deref(),
+                headers,
+                token_payload.as_deref(),
+                request_id,
+            )
         };
         match self.server.handle(request, &mut self.observed) {
             Outcome::Respond(response) => self.answer(&response),
@@ -375,7 +392,7 @@ impl Inner {
         self.stats.publish(&self.observed);
         log_fields(&self.observed);
         let body = (!response.body.is_empty()).then_some(response.body.as_slice());
-        if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.headers.clone(), body) {
+        if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.header_pairs(), body) {
             error!("cannot send the reply: {status:?}");
         }
         self.stats.record_memory();

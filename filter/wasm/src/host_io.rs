@@ -8,6 +8,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::observe::Observations;
+use switchblade_core::quota::counters::{Conflict, SharedCounters};
 
 /// The host's clock, for the time a call is out.
 pub(crate) fn now() -> Duration {
@@ -89,5 +90,40 @@ pub(crate) fn log_fields(observed: &Observations) {
         if let Err(status) = hostcalls::set_property(vec![&key], Some(value.as_bytes())) {
             warn!("cannot set {key} for the access log: {status:?}");
         }
+    }
+}
+
+/// The client's address, `source.address` (`127.0.0.1:54321`; the core cuts the port).
+pub(crate) fn client_address() -> Option<String> {
+    let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
+    String::from_utf8(bytes).ok()
+}
+
+/// The rate limits' counters in proxy-wasm's shared data, which every VM of the filter (one
+/// per worker) reads and writes: a `set` with the version a `get` gave fails when another VM
+/// wrote in between (`CasMismatch`), and the core tries again.
+#[derive(Debug)]
+pub(crate) struct SharedData;
+
+impl SharedCounters for SharedData {
+    fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+        match hostcalls::get_shared_data(key) {
+            // An empty value comes without bytes, but with its version.
+            Ok((bytes, Some(version))) => Some((bytes.unwrap_or_default(), version)),
+            Ok((_, None)) => None,
+            Err(status) => {
+                warn!("cannot read shared data {key}: {status:?}");
+                None
+            }
+        }
+    }
+
+    fn set(&self, key: &str, value: &[u8], version: Option<u32>) -> Result<(), Conflict> {
+        hostcalls::set_shared_data(key, Some(value), version).map_err(|status| {
+            if status != Status::CasMismatch {
+                warn!("cannot write shared data {key}: {status:?}");
+            }
+            Conflict
+        })
     }
 }

@@ -21,6 +21,7 @@ mod host_io;
 mod stats;
 
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use log::{error, info, warn};
@@ -28,19 +29,20 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
 use switchblade_core::configure::{configure, Configured};
+use switchblade_core::quota::counters::Counters;
 use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
 use crate::exchange::{end_streams_due, Exchange, Inner};
-use crate::host_io::{call_out, call_response, now};
+use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, stats: Rc::default(), refresher: None, clock: Rc::default() })
+        Box::new(Root { server: None, stats: Rc::default(), refresher: None, clock: Rc::default(), counters: Arc::new(SharedData) })
     });
 }}
 
@@ -55,6 +57,8 @@ struct Root {
     refresher: Option<Refresher>,
     /// The deadlines of the VM's open gRPC streams.
     clock: Rc<StreamClock<Inner>>,
+    /// The rate limits' counters, shared with the other workers' VMs.
+    counters: Counters,
 }
 
 impl Context for Root {
@@ -163,6 +167,7 @@ impl RootContext for Root {
             context_id,
             server,
             Rc::clone(&self.stats),
+            Arc::clone(&self.counters),
             Rc::clone(&self.clock),
         )))
     }

@@ -84,7 +84,7 @@ fn unlisted_allow_opens_unnamed_tools_to_any_verified_caller() {
         policy(r#"{"rules": {"demo.catalog.v1.CatalogService": ["catalog:read"]}, "unlisted": "allow"}"#).unwrap();
     assert!(policy.permits(&BTreeSet::new(), "UserService_GetUser"));
     assert!(!policy.permits(&BTreeSet::new(), "CatalogService_Search"));
-    assert!(Caller::Verified(BTreeSet::new()).may_call(Some(&policy), "UserService_GetUser"));
+    assert!(Caller::verified(BTreeSet::new()).may_call(Some(&policy), "UserService_GetUser"));
     assert!(!Caller::Unverified("none".into()).may_call(Some(&policy), "UserService_GetUser"));
     assert!(Caller::Anyone.may_call(None, "UserService_GetUser"));
     assert!(!Caller::Anyone.may_call(Some(&policy), "UserService_GetUser"));
@@ -148,13 +148,17 @@ fn grants_come_from_the_payload_in_dynamic_metadata() {
         "jwt_payload",
         json!({"sub": "agent-7", "scope": "catalog:read  items:read"}),
     );
+    // The subject is the caller's key for the rate limits (`limits.caller` unset).
     assert_eq!(
         policy.caller(Some(&bytes)),
-        Caller::Verified(grants(&["catalog:read", "items:read"]))
+        Caller::Verified {
+            grants: grants(&["catalog:read", "items:read"]),
+            key: Some("agent-7".into())
+        }
     );
     // A token without the claim is verified, and grants nothing.
-    let bytes = metadata(JWT_AUTHN, "jwt_payload", json!({"sub": "agent-7"}));
-    assert_eq!(policy.caller(Some(&bytes)), Caller::Verified(BTreeSet::new()));
+    let bytes = metadata(JWT_AUTHN, "jwt_payload", json!({"scope": ""}));
+    assert_eq!(policy.caller(Some(&bytes)), Caller::verified(BTreeSet::new()));
     // Nothing where the payload should be: not verified.
     let elsewhere = metadata(JWT_AUTHN, "other_key", json!({"scope": "catalog:read"}));
     let unverified = |found: Option<&[u8]>| matches!(policy.caller(found), Caller::Unverified(_));
@@ -193,7 +197,7 @@ fn scopes_are_split_on_the_ascii_space_alone() {
         let payload = format!(r#"{{"scope": "{scope}"}}"#);
         assert_eq!(
             policy.caller(Some(payload.as_bytes())),
-            Caller::Verified(grants(expected)),
+            Caller::verified(grants(expected)),
             "{scope}"
         );
     }
@@ -208,7 +212,7 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let payload = json!({"realm_access": {"roles": ["admin", 7, "viewer"]}}).to_string();
     assert_eq!(
         policy.caller(Some(payload.as_bytes())),
-        Caller::Verified(grants(&["admin", "viewer"]))
+        Caller::verified(grants(&["admin", "viewer"]))
     );
     // Envoy's formatter writes `-` when the metadata is absent.
     assert!(matches!(policy.caller(Some(b"-")), Caller::Unverified(_)));
@@ -216,7 +220,7 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let wrong_shape = json!({"realm_access": {"roles": {"admin": true}}}).to_string();
     assert_eq!(
         policy.caller(Some(wrong_shape.as_bytes())),
-        Caller::Verified(BTreeSet::new())
+        Caller::verified(BTreeSet::new())
     );
 }
 
@@ -250,6 +254,8 @@ fn respond(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller)
         headers,
         body: body.as_bytes(),
         caller,
+        client_address: None,
+        counters: None,
     };
     match server.handle(request, &mut Observations::default()) {
         Outcome::Respond(response) => (response.status, serde_json::from_slice(&response.body).unwrap(), false),
@@ -290,14 +296,14 @@ fn listed(server: &Server, caller: &Caller) -> Vec<String> {
 #[test]
 fn each_caller_lists_and_pages_through_only_what_it_may_call() {
     let server = guarded_server();
-    let reader = Caller::Verified(grants(&["catalog:read"]));
-    let full = Caller::Verified(grants(&["catalog:read", "items:read"]));
+    let reader = Caller::verified(grants(&["catalog:read"]));
+    let full = Caller::verified(grants(&["catalog:read", "items:read"]));
     assert_eq!(listed(&server, &reader), ["CatalogService_Search"]);
     assert_eq!(
         listed(&server, &full),
         ["CatalogService_Search", "CatalogService_GetItem"]
     );
-    assert!(listed(&server, &Caller::Verified(BTreeSet::new())).is_empty());
+    assert!(listed(&server, &Caller::verified(BTreeSet::new())).is_empty());
     // The full caller's cursor is not valid in the reader's list.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}});
     let (_, first, _) = respond(&server, &modern_headers("tools/list", None), &body, &full);
@@ -316,7 +322,7 @@ fn each_caller_lists_and_pages_through_only_what_it_may_call() {
 #[test]
 fn a_hidden_tool_answers_exactly_like_an_unknown_one_in_both_eras() {
     let server = guarded_server();
-    let reader = Caller::Verified(grants(&["catalog:read"]));
+    let reader = Caller::verified(grants(&["catalog:read"]));
     let mut statuses = Vec::new();
     for name in ["CatalogService_GetItem", "UserService_GetUser", "NoSuchTool"] {
         let params = json!({"_meta": meta(), "name": name, "arguments": {}});

@@ -61,6 +61,7 @@ impl PluginConfig {
         for (name, service) in self.services.iter() {
             check_service(name, service)?;
         }
+        super::quota::check(self)?;
         for (selector, tool) in &self.tools {
             if tool.timeout_ms == Some(0) {
                 return Err(ConfigError(format!(

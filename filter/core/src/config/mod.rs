@@ -115,8 +115,9 @@ pub struct Routing {
     pub cluster_header: Option<String>,
 }
 
-/// Bounds on what one request may cost.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+/// Bounds on what one request may cost, and the rate limits and concurrency caps per tool and
+/// caller.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Limits {
@@ -141,6 +142,16 @@ pub struct Limits {
     /// Largest answer to a batch, in bytes; unset: twice the bound on one response's JSON
     /// rendering. Answers that would take it past are replaced by an error that names it.
     pub max_batch_reply_bytes: Option<usize>,
+    /// Who the rate limits count: a claim of the verified token, or the client's address.
+    /// Unset: the token's `sub` under `authorization`, the client's address without it.
+    pub caller: Option<CallerSource>,
+    /// Rate limits and concurrency caps: each matches a method, a service, or `*` (a caller's
+    /// calls to every tool); a call passes its most specific method or service rule, and the
+    /// `*` rule.
+    pub rules: Vec<LimitRule>,
+    /// The rate limit service every call is checked with too, so that a fleet of Envoys
+    /// shares one budget.
+    pub rate_limit_service: Option<RateLimitService>,
 }
 
 impl Limits {
@@ -177,6 +188,9 @@ impl Default for Limits {
             max_batch_size: DEFAULT_MAX_BATCH_SIZE,
             max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
             max_batch_reply_bytes: None,
+            caller: None,
+            rules: Vec::new(),
+            rate_limit_service: None,
         }
     }
 }
@@ -186,8 +200,10 @@ mod checks;
 #[cfg(feature = "schema")]
 mod json_schema;
 mod ordered_map;
+pub mod quota;
 
 pub use authorization::{Authorization, ClaimPath, TokenPayloadSource, Unlisted};
+pub use quota::{CallerSource, FailureMode, LimitRule, RateLimitService};
 
 pub use checks::parse_selector;
 #[cfg(feature = "schema")]

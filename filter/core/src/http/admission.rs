@@ -27,10 +27,13 @@ pub enum Refusal {
     /// The request carries the header the module routes tool calls by, which only the
     /// module may set.
     RoutingHeader,
+    /// The caller is over its rate limit across every tool (HTTP 429): refused after its
+    /// messages were read, before any call was made.
+    RateLimited,
 }
 
 impl Refusal {
-    pub const ALL: [Refusal; 12] = [
+    pub const ALL: [Refusal; 13] = [
         Refusal::MethodNotAllowed,
         Refusal::PayloadTooLarge,
         Refusal::HostNotAllowed,
@@ -43,6 +46,7 @@ impl Refusal {
         Refusal::Batch,
         Refusal::Unauthenticated,
         Refusal::RoutingHeader,
+        Refusal::RateLimited,
     ];
 
     pub fn label(self) -> &'static str {
@@ -59,6 +63,7 @@ impl Refusal {
             Refusal::Batch => "batch",
             Refusal::Unauthenticated => "unauthenticated",
             Refusal::RoutingHeader => "routing_header",
+            Refusal::RateLimited => "rate_limited",
         }
     }
 }

@@ -1,19 +1,24 @@
 //! The complete local replies the endpoint writes: JSON-RPC answers, and the HTTP refusals
 //! before any JSON-RPC id is known.
 
-use serde_json::Value;
+use std::borrow::Cow;
+use std::time::Duration;
 
-use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use serde_json::{json, Value};
+
+use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST, RATE_LIMITED};
+use crate::quota::millis;
 
 /// A complete local reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HttpResponse {
     pub status: u16,
-    pub headers: Vec<(&'static str, &'static str)>,
+    /// Fixed words, but for the few a request decides (`retry-after`).
+    pub headers: Vec<(&'static str, Cow<'static, str>)>,
     pub body: Vec<u8>,
 }
 
-const JSON: (&str, &str) = ("content-type", "application/json");
+const JSON: (&str, Cow<'static, str>) = ("content-type", Cow::Borrowed("application/json"));
 
 impl HttpResponse {
     pub fn json(status: u16, body: Vec<u8>) -> Self {
@@ -28,15 +33,34 @@ impl HttpResponse {
         Self::json(status, jsonrpc::encode(&error.to_value()))
     }
 
+    /// The headers as a host hands them to Envoy.
+    pub fn header_pairs(&self) -> Vec<(&str, &str)> {
+        self.headers
+            .iter()
+            .map(|(name, value)| (*name, value.as_ref()))
+            .collect()
+    }
+
+    /// A caller over its limit across every tool: 429, `Retry-After` in whole seconds
+    /// (rounded up), and the time in milliseconds in the error's `data`.
+    pub fn too_many_requests(id: &Value, message: &str, retry_after: Duration) -> Self {
+        let retry_after_ms = millis(retry_after);
+        let error = RpcError::new(id, RATE_LIMITED, message).with_data(json!({ "retryAfterMs": retry_after_ms }));
+        let mut response = Self::rpc_error(429, &error);
+        let seconds = retry_after_ms.div_ceil(1000).max(1);
+        response.headers.push(("retry-after", Cow::Owned(seconds.to_string())));
+        response
+    }
+
     /// An SSE stream of JSON-RPC messages (progress notifications, then a result).
     pub fn event_stream(body: Vec<u8>) -> Self {
         HttpResponse {
             status: 200,
             headers: vec![
-                ("content-type", "text/event-stream"),
-                ("cache-control", "no-cache"),
+                ("content-type", Cow::Borrowed("text/event-stream")),
+                ("cache-control", Cow::Borrowed("no-cache")),
                 // Proxies in front would otherwise hold the events back.
-                ("x-accel-buffering", "no"),
+                ("x-accel-buffering", Cow::Borrowed("no")),
             ],
             body,
         }
@@ -56,7 +80,7 @@ impl HttpResponse {
             405,
             "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream, no sessions)",
         );
-        response.headers.push(("allow", "POST"));
+        response.headers.push(("allow", Cow::Borrowed("POST")));
         response
     }
 
@@ -84,13 +108,13 @@ impl HttpResponse {
         } else {
             HttpResponse {
                 status: 403,
-                headers: vec![("content-type", "text/plain")],
+                headers: vec![("content-type", Cow::Borrowed("text/plain"))],
                 body: message.into_bytes(),
             }
         };
         // Envoy answers a gRPC request's local reply as gRPC (trailers-only, the body as
         // `grpc-message`), with this status: PERMISSION_DENIED.
-        response.headers.push(("grpc-status", "7"));
+        response.headers.push(("grpc-status", Cow::Borrowed("7")));
         response
     }
 
@@ -98,7 +122,7 @@ impl HttpResponse {
     /// way in).
     pub fn unauthorized(message: &str) -> Self {
         let mut response = Self::refused(401, message);
-        response.headers.push(("www-authenticate", "Bearer"));
+        response.headers.push(("www-authenticate", Cow::Borrowed("Bearer")));
         response
     }
 
@@ -140,6 +164,18 @@ mod tests {
     fn method_not_allowed_says_what_is() {
         let response = HttpResponse::method_not_allowed();
         assert_eq!(response.status, 405);
-        assert!(response.headers.contains(&("allow", "POST")));
+        assert!(response.header_pairs().contains(&("allow", "POST")));
+    }
+
+    #[test]
+    fn too_many_requests_says_when_to_retry_in_seconds_and_milliseconds() {
+        let response = HttpResponse::too_many_requests(&json!(3), "Too Many Requests: x", Duration::from_millis(1200));
+        assert_eq!(response.status, 429);
+        assert!(response.header_pairs().contains(&("retry-after", "2")));
+        let body: Value = serde_json::from_slice(&response.body).unwrap();
+        assert_eq!(
+            body,
+            json!({"jsonrpc": "2.0", "id": 3, "error": {"code": -32029, "message": "Too Many Requests: x", "data": {"retryAfterMs": 1200}}})
+        );
     }
 }

@@ -16,7 +16,9 @@ use std::time::Duration;
 
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
-use crate::grpc::status::{status_name, CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, UNAVAILABLE};
+use crate::grpc::status::{
+    status_name, CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, RESOURCE_EXHAUSTED, UNAVAILABLE,
+};
 use crate::http::Refusal;
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
@@ -41,6 +43,8 @@ pub enum CallOutcome {
     DeadlineExceeded,
     /// The client cancelled the request while the call was out.
     Cancelled,
+    /// Over a rate limit or a cap on calls in flight; never sent.
+    RateLimited,
 }
 
 impl CallOutcome {
@@ -62,6 +66,7 @@ impl CallOutcome {
             CallOutcome::Unavailable => "unavailable",
             CallOutcome::DeadlineExceeded => "deadline_exceeded",
             CallOutcome::Cancelled => "cancelled",
+            CallOutcome::RateLimited => "rate_limited",
         }
     }
 }
@@ -128,6 +133,18 @@ impl Observations {
             grpc_status: CANCELLED,
             refused_path: None,
             upstream_time,
+        });
+    }
+
+    /// A call refused over a rate limit, before it was sent: counted as RESOURCE_EXHAUSTED,
+    /// the status gRPC gives a quota.
+    pub(crate) fn rate_limited(&mut self, tool: &Arc<Tool>) {
+        self.tool_calls.push(ToolCallRecord {
+            tool: Arc::clone(tool),
+            outcome: CallOutcome::RateLimited,
+            grpc_status: RESOURCE_EXHAUSTED,
+            refused_path: None,
+            upstream_time: None,
         });
     }
 

@@ -152,6 +152,8 @@ fn answer_at_once(server: &Server, headers: McpHeaders, body: &Value) -> Value {
         headers: &headers,
         body: body.as_bytes(),
         caller: &crate::access::Caller::Anyone,
+        client_address: None,
+        counters: None,
     };
     let Outcome::Respond(response) = server.handle(request, &mut Observations::default()) else {
         panic!("answered at once");

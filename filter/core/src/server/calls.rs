@@ -3,17 +3,27 @@
 //! [`Server::call_answered`] for an answer heard whole), and says when each has ended
 //! ([`Server::call_ended`]); the core files each tool result. Once
 //! [`start_calls`](Server::start_calls) says nothing is left to wait for, the reply is ready.
+//!
+//! The rate limits are passed here, where calls start, so that a host adds nothing for them:
+//! the first start takes the local limits (the caller's rate across every tool, each call's
+//! rule); each call takes its place in flight as it starts; and with a rate limit service,
+//! each call's check is one more call for the host to start, in the call's place, before it.
 
 use std::time::Duration;
 
 use super::reply::Heard;
+use super::tool_result::ToolResult;
 use super::{Reply, Server};
 use crate::cancel::CANCELLED_COMMENT;
+use crate::config::FailureMode;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeAnswer};
 use crate::grpc::status::DEADLINE_EXCEEDED;
-use crate::http::{header_pairs, HttpResponse};
+use crate::grpc::timeout as grpc_timeout;
+use crate::http::{header_pairs, HttpResponse, Refusal};
 use crate::observe::Observations;
-use crate::upstream::UpstreamCall;
+use crate::quota::rls::{verdict, Verdict};
+use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
+use crate::upstream::{RateLimitCheck, UpstreamCall};
 
 impl Server {
     /// Starts the calls the reply may have out now (at most `limits.max_calls_in_flight`; the
@@ -27,19 +37,195 @@ impl Server {
         now: Duration,
         observed: &mut Observations,
     ) -> bool {
+        self.take_local_limits(reply, now, observed);
         // Calls that fail to start free their place at once: start until none is left that may.
         loop {
+            reply.release_checked();
             let calls = reply.take_calls_to_start();
             if calls.is_empty() {
                 return reply.is_complete();
             }
-            for call in calls {
+            for mut call in calls {
+                if let Err(limited) = self.take_place_in_flight(reply, &mut call, now) {
+                    self.rate_limited(reply, &call, &limited, observed);
+                    continue;
+                }
                 match start(&call) {
                     Ok(token) => reply.started(token, call, now),
                     Err(reason) => {
                         let end = CallEnd::NotStarted { reason: &reason };
-                        self.file(reply, &call, end, now, observed);
+                        self.end_call(reply, call, end, now, observed);
                     }
+                }
+            }
+        }
+    }
+
+    /// The call of a lone `tools/call` of a unary method, for a host that makes the request
+    /// itself the call (the module's routing), once it has passed the rate limits; `None`,
+    /// and nothing taken, for anything else (a batch, a stream, a call that waits for the rate
+    /// limit service's check), or when the call was refused (its result is filed, and the
+    /// reply may be complete: the host then starts the calls as usual).
+    pub fn take_routable_call(
+        &self,
+        reply: &mut Reply,
+        now: Duration,
+        observed: &mut Observations,
+    ) -> Option<UpstreamCall> {
+        self.take_local_limits(reply, now, observed);
+        let mut call = reply.take_routable_call()?;
+        if let Err(limited) = self.take_place_in_flight(reply, &mut call, now) {
+            self.rate_limited(reply, &call, &limited, observed);
+            return None;
+        }
+        Some(call)
+    }
+
+    /// Before the first call starts: the caller's rate across every tool (all the request's
+    /// calls, or HTTP 429 for the whole request), each call's rule's rate (a tool error for
+    /// each call over it), and the rate limit service's check of each call that passed.
+    fn take_local_limits(&self, reply: &mut Reply, now: Duration, observed: &mut Observations) {
+        let Some(quota) = &self.quota else {
+            return;
+        };
+        let Some(admission) = reply.admission.as_mut().filter(|admission| !admission.taken) else {
+            return;
+        };
+        admission.taken = true;
+        let counters = admission.counters.clone();
+        let caller = admission.caller.clone();
+        let calls: Vec<UpstreamCall> = reply.waiting_mut().drain(..).collect();
+        if let Some(counters) = &counters {
+            if let Err(limited) = quota.take_every_tool(counters, &caller, calls.len(), now) {
+                for call in &calls {
+                    observed.rate_limited(&call.tool);
+                }
+                observed.refused(Refusal::RateLimited);
+                reply.refuse_whole(&limited);
+                return;
+            }
+        }
+        for mut call in calls {
+            if let Some(counters) = &counters {
+                if let Err(limited) = quota.take_tool(counters, &caller, &call.tool, now) {
+                    self.rate_limited(reply, &call, &limited, observed);
+                    continue;
+                }
+            }
+            if let (Some(service), Some(frame)) = (quota.service(), quota.check_frame(&caller, &call.tool)) {
+                let timeout = Duration::from_millis(service.timeout_ms);
+                call.check = Some(Box::new(RateLimitCheck {
+                    cluster: service.cluster.clone(),
+                    timeout,
+                    grpc_timeout: grpc_timeout(timeout),
+                    frame,
+                }));
+            }
+            reply.waiting_mut().push_back(call);
+        }
+    }
+
+    /// A call about to start takes its place among its rule's calls in flight (a rate limit
+    /// check takes none).
+    fn take_place_in_flight(&self, reply: &Reply, call: &mut UpstreamCall, now: Duration) -> Result<(), Limited> {
+        let (Some(quota), Some(counters)) = (
+            &self.quota,
+            reply
+                .admission
+                .as_ref()
+                .and_then(|admission| admission.counters.as_ref()),
+        ) else {
+            return Ok(());
+        };
+        if call.is_rate_limit_check() {
+            return Ok(());
+        }
+        call.lease = quota.lease(counters, &call.tool, now)?;
+        Ok(())
+    }
+
+    /// Files a call refused over a limit: a tool error that names the limit and when to
+    /// retry, with the time in `_meta`.
+    fn rate_limited(&self, reply: &mut Reply, call: &UpstreamCall, limited: &Limited, observed: &mut Observations) {
+        observed.rate_limited(&call.tool);
+        let result = ToolResult::error(&limited.message).retry_after(millis(limited.retry_after));
+        reply.fill(call.slot, self.tool_result(call.era, &call.request_id, &result));
+    }
+
+    /// A call has ended as `end`: a tool call's result is filed; a rate limit check lets its
+    /// call go, or refuses it.
+    fn end_call(
+        &self,
+        reply: &mut Reply,
+        call: UpstreamCall,
+        end: CallEnd<'_>,
+        now: Duration,
+        observed: &mut Observations,
+    ) {
+        if !call.is_rate_limit_check() {
+            return self.file(reply, &call, end, now, observed);
+        }
+        // A check is only ever made with a service configured.
+        let Some(service) = self.quota.as_ref().and_then(|quota| quota.service()) else {
+            return;
+        };
+        let mut call = call;
+        match verdict(&end) {
+            Verdict::Ok => {
+                call.check = None;
+                reply.hold_checked(call);
+            }
+            Verdict::Failed(why) if service.failure_mode == FailureMode::Allow => {
+                log::warn!(
+                    "the rate limit service (cluster {:?}) failed: {why}; the call goes on (failure_mode allow)",
+                    service.cluster
+                );
+                call.check = None;
+                reply.hold_checked(call);
+            }
+            Verdict::Failed(why) => {
+                log::warn!(
+                    "the rate limit service (cluster {:?}) failed: {why}; the call is refused (failure_mode deny)",
+                    service.cluster
+                );
+                let limited = Limited {
+                    message: format!(
+                        "Rate limited: the rate limit service (cluster {:?}) did not answer ({why}), and limits.rate_limit_service.failure_mode is \"deny\"; retry after {} ms. The call was not sent.",
+                        service.cluster,
+                        millis(DEFAULT_RETRY_AFTER)
+                    ),
+                    retry_after: DEFAULT_RETRY_AFTER,
+                };
+                self.rate_limited(reply, &call, &limited, observed);
+            }
+            Verdict::ToolOver { retry_after, limit } => {
+                let retry_after = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+                let limited = Limited {
+                    message: format!(
+                        "Rate limited: the rate limit service says {} is over its limit for this caller{}; retry after {} ms. The call was not sent.",
+                        call.tool.name,
+                        limit.map(|limit| format!(" ({limit})")).unwrap_or_default(),
+                        millis(retry_after)
+                    ),
+                    retry_after,
+                };
+                self.rate_limited(reply, &call, &limited, observed);
+            }
+            Verdict::CallerOver { retry_after, limit } => {
+                let retry_after = retry_after.unwrap_or(DEFAULT_RETRY_AFTER);
+                observed.rate_limited(&call.tool);
+                if let Some(admission) = reply.admission.as_mut() {
+                    if admission.caller_over.is_none() {
+                        observed.refused(Refusal::RateLimited);
+                    }
+                    admission.caller_over = Some(Limited {
+                        message: format!(
+                            "Too Many Requests: the rate limit service says this caller is over its limit across every tool{}; retry after {} ms",
+                            limit.map(|limit| format!(" ({limit})")).unwrap_or_default(),
+                            millis(retry_after)
+                        ),
+                        retry_after,
+                    });
                 }
             }
         }
@@ -58,7 +244,7 @@ impl Server {
             let end = timed_out(&call, response.end(reset, self.limits.max_response_bytes), now);
             match response.stream() {
                 Some(stream) => self.file_stream(reply, &call, end, stream, now, observed),
-                None => self.file(reply, &call, end, now, observed),
+                None => self.end_call(reply, call, end, now, observed),
             }
         }
     }
@@ -90,11 +276,12 @@ impl Server {
             return;
         }
         if let Some(too_large) = too_large(body_size, self.limits.max_response_bytes) {
-            return self.file(reply, &call, too_large, now, observed);
+            return self.end_call(reply, call, too_large, now, observed);
         }
         let (headers, body, trailers) = read();
         let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
-        self.file(reply, &call, timed_out(&call, end, now), now, observed);
+        let end = timed_out(&call, end, now);
+        self.end_call(reply, call, end, now, observed);
     }
 }
 

@@ -34,10 +34,12 @@ use crate::http::{admit, is_mcp_path, route, CallerPolicy, HeaderPair, HttpRespo
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
+use crate::quota::counters::Counters;
+use crate::quota::Quota;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use reply::Reply;
-use reply::{refuse_batch, Answer};
+use reply::{refuse_batch, Admission, Answer};
 use tool_call::argument_duplicate;
 
 /// A refusal of the whole POST, before any message is handled.
@@ -56,6 +58,12 @@ pub struct McpRequest<'a> {
     /// Who is calling: [`Server::caller`] from the token payload the host read, or
     /// [`Caller::Anyone`] when the configuration has no authorization.
     pub caller: &'a Caller,
+    /// The client's address (Envoy's `source.address`), which the host reads when the rate
+    /// limits count callers by it ([`Server::reads_client_address`]).
+    pub client_address: Option<&'a str>,
+    /// The counters every worker shares, for the rate limits (none: only the rate limit
+    /// service limits).
+    pub counters: Option<&'a Counters>,
 }
 
 /// What to do with a request.
@@ -98,6 +106,8 @@ pub struct Server {
     callers: CallerPolicy,
     limits: Limits,
     routing: Routing,
+    /// The rate limits and concurrency caps per tool and caller, if any are configured.
+    quota: Option<Quota>,
 }
 
 /// What every message of one POST shares.
@@ -106,6 +116,8 @@ struct RequestContext<'a> {
     batch: bool,
     headers: &'a McpHeaders,
     caller: &'a Caller,
+    client_address: Option<&'a str>,
+    counters: Option<&'a Counters>,
     /// A key given twice inside a single request's `params.arguments`: the tool call is
     /// refused like any other bad argument, naming the path.
     duplicate_argument: Option<ArgumentError>,
@@ -162,6 +174,7 @@ impl Server {
             server_info: server_info.clone(),
         };
         let access = AccessPolicy::build(config, &catalog)?;
+        let quota = Quota::build(config, &catalog)?;
         let tools_list = ToolsListPages::public(&catalog, &style);
         let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), ttl_ms);
         Ok(Server {
@@ -176,12 +189,13 @@ impl Server {
             discover_result,
             forward_headers: forwarded_headers(config),
             status_details: details_pool(config, pool).and_then(StatusDetails::new),
-            limits: config.limits,
+            limits: config.limits.clone(),
             callers: CallerPolicy {
                 allowed_origins: config.allowed_origins.clone(),
                 allowed_hosts: config.allowed_hosts.clone(),
             },
             routing: config.routing.clone(),
+            quota,
         })
     }
 
@@ -221,6 +235,17 @@ impl Server {
             header,
             is_mcp_path(path, &self.mcp_path),
         ))
+    }
+
+    /// The rate limits, if the configuration has any.
+    pub fn quota(&self) -> Option<&Quota> {
+        self.quota.as_ref()
+    }
+
+    /// Whether the rate limits count callers by their address: the host then reads
+    /// `source.address` into [`McpRequest::client_address`].
+    pub fn reads_client_address(&self) -> bool {
+        self.quota.as_ref().is_some_and(Quota::reads_client_address)
     }
 
     /// Who may call which tool; `None` when every caller may call every tool.
@@ -307,7 +332,7 @@ impl Server {
     fn refuse_unverified(&self, caller: &Caller) -> Option<HttpResponse> {
         let policy = self.access.as_ref()?;
         let found = match caller {
-            Caller::Verified(_) => return None,
+            Caller::Verified { .. } => return None,
             Caller::Unverified(found) => found.as_str(),
             Caller::Anyone => "the host did not read it",
         };
@@ -371,6 +396,8 @@ impl Server {
             batch,
             headers: request.headers,
             caller: request.caller,
+            client_address: request.client_address,
+            counters: request.counters,
             duplicate_argument,
         };
         Ok((context, messages))
@@ -380,6 +407,10 @@ impl Server {
     fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>, observed: &mut Observations) -> Outcome {
         let mut reply = Reply::new(context.batch, messages.len(), &self.limits);
         let mut cancelled = None;
+        let lone_id = match (context.batch, messages.first()) {
+            (false, Some(message)) => Some(jsonrpc::reply_id(message.get("id"))),
+            _ => None,
+        };
         for message in messages {
             match self.handle_message(context, message, reply.next_slot(), observed) {
                 Handled::Nothing => {}
@@ -390,7 +421,19 @@ impl Server {
         }
         // A cancellation inside a batch that also makes calls is ignored (the spec allows it).
         match (reply.has_calls(), cancelled) {
-            (true, _) => Outcome::Await(reply),
+            (true, _) => {
+                reply.admission = self.quota.as_ref().map(|quota| {
+                    Box::new(Admission {
+                        counters: context.counters.cloned(),
+                        caller: quota.caller_key(context.caller, context.client_address),
+                        taken: false,
+                        caller_over: None,
+                        lone_id: lone_id.unwrap_or(Value::Null),
+                        checked: Vec::new(),
+                    })
+                });
+                Outcome::Await(reply)
+            }
             (false, Some(request_id)) => Outcome::Cancel {
                 request_id,
                 response: reply.into_response(),

@@ -13,6 +13,8 @@ use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::grpc::call_end::{CallPart, CallResponse};
 use crate::http::HttpResponse;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
+use crate::quota::counters::Counters;
+use crate::quota::Limited;
 use crate::streams::CallKind;
 use crate::upstream::UpstreamCall;
 
@@ -71,6 +73,30 @@ pub struct Reply {
     max_response_bytes: usize,
     /// A lone call of a streaming tool that asked for progress: the answer is an SSE stream.
     progress: Option<Progress>,
+    /// The rate limits the calls pass before they start, when the configuration has any.
+    pub(super) admission: Option<Box<Admission>>,
+    /// The answer in place of every other (HTTP 429): the caller is over its limit across
+    /// every tool.
+    whole: Option<Box<HttpResponse>>,
+}
+
+/// Who a reply's calls are counted for, and how far their checks are.
+#[derive(Debug)]
+pub(super) struct Admission {
+    /// The counters every worker shares; without them (a host that gives none), only the
+    /// rate limit service limits.
+    pub(super) counters: Option<Counters>,
+    /// The caller's key.
+    pub(super) caller: String,
+    /// Whether the local limits have been taken (once, before the first call starts).
+    pub(super) taken: bool,
+    /// The rate limit service said the caller is over its limit across every tool.
+    pub(super) caller_over: Option<Limited>,
+    /// The request's id when it is one call: the 429 answers with it.
+    pub(super) lone_id: Value,
+    /// Calls the rate limit service let go, held until every check of the reply has ended:
+    /// one over the caller's limit across every tool refuses the whole request.
+    pub(super) checked: Vec<UpstreamCall>,
 }
 
 /// The progress notifications of a call whose answer is an SSE stream: one per message
@@ -106,7 +132,65 @@ impl Reply {
             out: Vec::new(),
             max_response_bytes: limits.max_response_bytes,
             progress: None,
+            admission: None,
+            whole: None,
         }
+    }
+
+    /// The calls waiting to start.
+    pub(super) fn waiting_mut(&mut self) -> &mut VecDeque<UpstreamCall> {
+        &mut self.waiting
+    }
+
+    /// Whether a rate limit check is waiting or out.
+    fn checking(&self) -> bool {
+        self.waiting.iter().any(UpstreamCall::is_rate_limit_check)
+            || self.out.iter().any(|out| out.call.is_rate_limit_check())
+    }
+
+    /// Once no rate limit check is waiting or out: the calls they let go start, or, if one
+    /// found the caller over its limit across every tool, the request is refused whole.
+    pub(super) fn release_checked(&mut self) {
+        let held = self
+            .admission
+            .as_ref()
+            .is_some_and(|admission| !admission.checked.is_empty() || admission.caller_over.is_some());
+        if !held || self.checking() {
+            return;
+        }
+        let Some(admission) = self.admission.as_mut() else {
+            return;
+        };
+        let mut checked = std::mem::take(&mut admission.checked);
+        match admission.caller_over.take() {
+            Some(limited) => self.refuse_whole(&limited),
+            None => {
+                checked.sort_by_key(|call| call.slot);
+                self.waiting.extend(checked);
+            }
+        }
+    }
+
+    /// Holds a call the rate limit service let go until every check has ended.
+    pub(super) fn hold_checked(&mut self, call: UpstreamCall) {
+        if let Some(admission) = self.admission.as_mut() {
+            admission.checked.push(call);
+        }
+    }
+
+    /// The request is answered with HTTP 429 in place of every other answer; calls still
+    /// waiting are dropped unsent.
+    pub(super) fn refuse_whole(&mut self, limited: &Limited) {
+        self.waiting.clear();
+        let id = match (self.batch, self.admission.as_ref()) {
+            (false, Some(admission)) => admission.lone_id.clone(),
+            _ => Value::Null,
+        };
+        self.whole = Some(Box::new(HttpResponse::too_many_requests(
+            &id,
+            &limited.message,
+            limited.retry_after,
+        )));
     }
 
     /// The calls the host is to start now: those waiting, as long as fewer than
@@ -122,9 +206,12 @@ impl Reply {
     /// The call of a lone `tools/call` of a unary method, which a host may make the request
     /// itself (the module's routing); `None`, and nothing taken, for anything else: a batch,
     /// or a stream, which the host calls out for so that it can read and stop it.
-    pub fn take_routable_call(&mut self) -> Option<UpstreamCall> {
+    pub(crate) fn take_routable_call(&mut self) -> Option<UpstreamCall> {
         let lone = !self.batch && self.waiting.len() == 1 && self.out.is_empty();
-        let unary = self.waiting.front().is_some_and(|call| call.kind() == CallKind::Unary);
+        let unary = self
+            .waiting
+            .front()
+            .is_some_and(|call| call.kind() == CallKind::Unary && !call.is_rate_limit_check());
         if lone && unary {
             return self.waiting.pop_front();
         }
@@ -139,7 +226,7 @@ impl Reply {
             true => CallResponse::streamed(call.tool.max_messages, self.max_response_bytes),
             false => CallResponse::default(),
         };
-        if let Some(token) = call.progress_token.clone() {
+        if let Some(token) = call.progress_token.clone().filter(|_| !call.is_rate_limit_check()) {
             self.progress = Some(Progress {
                 token,
                 count: 0,
@@ -235,7 +322,13 @@ impl Reply {
 
     /// Whether every response is there: no call waits to start or is out.
     pub fn is_complete(&self) -> bool {
-        self.waiting.is_empty() && self.out.is_empty() && self.slots.iter().all(Option::is_some)
+        self.waiting.is_empty()
+            && self.out.is_empty()
+            && self
+                .admission
+                .as_ref()
+                .is_none_or(|admission| admission.checked.is_empty())
+            && (self.whole.is_some() || self.slots.iter().all(Option::is_some))
     }
 
     /// Where the next response goes.
@@ -292,6 +385,9 @@ impl Reply {
     /// The HTTP response: one JSON-RPC response, or a batch array (always 200). Nothing to
     /// say (notifications, client responses) is 202.
     pub fn into_response(self) -> HttpResponse {
+        if let Some(whole) = self.whole {
+            return *whole;
+        }
         let mut answers = self.slots.into_iter().flatten();
         if let Some(progress) = self.progress {
             // The progress notifications, then the result, as SSE events.

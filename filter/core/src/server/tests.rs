@@ -58,6 +58,8 @@ fn observe(server: &Server, headers: &McpHeaders, body: &str) -> (Outcome, Obser
         headers,
         body: body.as_bytes(),
         caller: &Caller::Anyone,
+        client_address: None,
+        counters: None,
     };
     (server.handle(request, &mut observed), observed)
 }
@@ -489,10 +491,10 @@ mod routing_header {
             assert_eq!(asked, ["x-switchblade-cluster"]);
             assert_eq!(refusal.status, 403);
             assert!(
-                refusal.headers.contains(&("content-type", content_type)),
+                refusal.header_pairs().contains(&("content-type", content_type)),
                 "{path}: {refusal:?}"
             );
-            assert!(refusal.headers.contains(&("grpc-status", "7")), "{refusal:?}");
+            assert!(refusal.header_pairs().contains(&("grpc-status", "7")), "{refusal:?}");
             let text = String::from_utf8_lossy(&refusal.body);
             assert!(
                 text.contains("Forbidden: the x-switchblade-cluster header is reserved"),

@@ -134,8 +134,29 @@ impl Server {
             r#","isError":false"#
         });
         if era == Era::Modern {
-            json.push_str(r#","resultType":"complete","_meta":"#);
-            json.push_str(&self.result_meta);
+            json.push_str(r#","resultType":"complete""#);
+        }
+        match (result.retry_after_ms, era) {
+            (None, Era::Modern) => {
+                json.push_str(r#","_meta":"#);
+                json.push_str(&self.result_meta);
+            }
+            (None, Era::Legacy(_)) => {}
+            (Some(ms), era) => {
+                json.push_str(r#","_meta":{""#);
+                json.push_str(RETRY_AFTER_META);
+                json.push_str(r#"":"#);
+                json.push_str(&ms.to_string());
+                // The server's identity after it, in the modern era: `{"io…/serverInfo": …}`
+                // without its opening brace.
+                match era {
+                    Era::Modern => {
+                        json.push(',');
+                        json.push_str(self.result_meta.get(1..).unwrap_or("}"));
+                    }
+                    Era::Legacy(_) => json.push('}'),
+                }
+            }
         }
         json.push('}');
         Answer::raw(id, &json)
@@ -166,12 +187,18 @@ fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
     text
 }
 
+/// The `_meta` key of a rate-limited call's result: the milliseconds after which a retry may
+/// pass.
+pub const RETRY_AFTER_META: &str = "io.switchblade/retryAfterMs";
+
 /// A tool result: a success carries its content as JSON text, twice (as text, and as
 /// `structuredContent`); an error carries only words.
 pub(super) struct ToolResult<'a> {
     text: &'a str,
     structured: Option<&'a str>,
     is_error: bool,
+    /// A call refused over a rate limit: when to retry, in `_meta`.
+    retry_after_ms: Option<u64>,
 }
 
 impl<'a> ToolResult<'a> {
@@ -180,6 +207,7 @@ impl<'a> ToolResult<'a> {
             text: content_json,
             structured: Some(content_json),
             is_error: false,
+            retry_after_ms: None,
         }
     }
 
@@ -188,6 +216,15 @@ impl<'a> ToolResult<'a> {
             text,
             structured: None,
             is_error: true,
+            retry_after_ms: None,
+        }
+    }
+
+    /// With the time after which a retry may pass, in `_meta`.
+    pub(super) fn retry_after(self, ms: u64) -> Self {
+        ToolResult {
+            retry_after_ms: Some(ms),
+            ..self
         }
     }
 
@@ -197,6 +234,7 @@ impl<'a> ToolResult<'a> {
             text,
             structured: Some(content_json),
             is_error: true,
+            retry_after_ms: None,
         }
     }
 }

@@ -105,9 +105,11 @@ pub(super) fn body_type(body: Body) -> u32 {
     }
 }
 
-pub(super) const CALLOUT_SUCCESS: u32 = 0;
-/// `envoy_dynamic_module_type_attribute_id_SourceAddress` (`source.address`).
+/// `envoy_dynamic_module_type_attribute_id_SourceAddress`: `source.address`, the 25th of
+/// the ABI's attribute ids (counted from 0, in the header's order).
 pub(super) const ATTRIBUTE_SOURCE_ADDRESS: u32 = 24;
+
+pub(super) const CALLOUT_SUCCESS: u32 = 0;
 /// `envoy_dynamic_module_type_http_filter_stream_reset_reason_LocalReset`.
 pub(super) const LOCAL_RESET: u32 = 0;
 pub(super) const LOG_LEVELS: [log::Level; 5] = [
@@ -236,6 +238,11 @@ extern "C" {
         key: ModuleBuffer,
         result: *mut EnvoyBuffer,
     ) -> bool;
+    pub(super) fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
+        filter: HttpFilterEnvoyPtr,
+        attribute_id: u32,
+        result: *mut EnvoyBuffer,
+    ) -> bool;
     pub(super) fn envoy_dynamic_module_callback_http_filter_config_start_http_stream(
         config: HttpFilterConfigEnvoyPtr,
         stream_id_out: *mut u64,
@@ -266,11 +273,6 @@ extern "C" {
         reason: u32,
         details: ModuleBuffer,
     );
-    pub(super) fn envoy_dynamic_module_callback_http_filter_get_attribute_string(
-        filter: HttpFilterEnvoyPtr,
-        attribute_id: u32,
-        result: *mut EnvoyBuffer,
-    ) -> bool;
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_new(filter: HttpFilterEnvoyPtr) -> *mut c_void;
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler: *mut c_void, event_id: u64);
     pub(super) fn envoy_dynamic_module_callback_http_filter_scheduler_delete(scheduler: *mut c_void);

@@ -204,6 +204,21 @@ impl StreamHost for Stream {
         found.then(|| value.to_vec())
     }
 
+    /// `source.address`, as Envoy's attributes give it (`127.0.0.1:54321`).
+    fn client_address(&self) -> Option<String> {
+        let mut value = EnvoyBuffer::EMPTY;
+        // SAFETY: a plain query on this stream (rule 4); `value` is written by Envoy and copied
+        // before the hook returns (rule 1).
+        let found = unsafe {
+            envoy_dynamic_module_callback_http_filter_get_attribute_string(
+                self.filter,
+                ATTRIBUTE_SOURCE_ADDRESS,
+                &mut value,
+            )
+        };
+        found.then(|| String::from_utf8(value.to_vec()).ok()).flatten()
+    }
+
     fn clear_route_cache(&self) {
         // SAFETY: a plain action on this stream, in the request path (rule 4).
         unsafe { envoy_dynamic_module_callback_http_clear_route_cache(self.filter) };
@@ -258,19 +273,5 @@ impl StreamHost for Stream {
 
     fn cancel_listeners(&self, cancel_key: &str) -> usize {
         self.wakeups.map_or(0, |wakeups| wakeups.wake_listeners(cancel_key))
-    }
-
-    fn source_address(&self) -> Option<String> {
-        let mut value = EnvoyBuffer::EMPTY;
-        // SAFETY: a plain query on this stream (rule 4); `value` is written by Envoy and copied
-        // before the hook returns (rule 1).
-        let found = unsafe {
-            envoy_dynamic_module_callback_http_filter_get_attribute_string(
-                self.filter,
-                ATTRIBUTE_SOURCE_ADDRESS,
-                &mut value,
-            )
-        };
-        found.then(|| String::from_utf8_lossy(&value.to_vec()).into_owned())
     }
 }

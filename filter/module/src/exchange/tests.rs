@@ -234,6 +234,10 @@ impl StreamHost for FakeStream {
             .map(|value| value.as_bytes().to_vec())
     }
 
+    fn client_address(&self) -> Option<String> {
+        Some("127.0.0.1:40000".into())
+    }
+
     fn clear_route_cache(&self) {
         self.route_cleared.set(self.route_cleared.get() + 1);
     }
@@ -270,10 +274,6 @@ impl StreamHost for FakeStream {
     fn cancel_listeners(&self, cancel_key: &str) -> usize {
         self.cancelled_keys.borrow_mut().push(cancel_key.to_owned());
         1
-    }
-
-    fn source_address(&self) -> Option<String> {
-        Some("10.0.0.7:40000".into())
     }
 }
 

@@ -105,7 +105,10 @@ fn a_cancelled_call_is_stopped_counted_and_answered_with_no_response() {
         crate::cancel::CANCELLED_COMMENT,
         "an SSE comment, no JSON-RPC message"
     );
-    assert!(response.headers.contains(&("content-type", "text/event-stream")));
+    assert!(response
+        .headers
+        .iter()
+        .any(|(name, value)| *name == "content-type" && value == "text/event-stream"));
     let calls = observed.tool_calls();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].outcome, CallOutcome::Cancelled);
