@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use prost::Message;
-use serde_json::{Map, Number, Value};
+use serde_json::{json, Map, Number, Value};
 
 use crate::catalog::Catalog;
 use crate::config::{parse_selector, Authorization, ConfigError, PluginConfig, TokenPayloadSource, Unlisted};
@@ -27,8 +27,9 @@ pub enum Caller {
     Anyone,
     /// Authorization is configured and no verified token payload reached the filter.
     Unverified(String),
-    /// A verified token granting these claim values.
-    Verified(BTreeSet<String>),
+    /// A verified token granting these claim values, from the caller with this identity (see
+    /// [`identity_of`]).
+    Verified(BTreeSet<String>, String),
 }
 
 impl AccessPolicy {
@@ -88,7 +89,7 @@ impl AccessPolicy {
                 .ok_or_else(|| format!("{} does not hold a JSON object", self.source)),
         };
         match payload {
-            Ok(payload) => Caller::Verified(self.grants(&payload)),
+            Ok(payload) => Caller::Verified(self.grants(&payload), identity_of(&payload)),
             Err(reason) => Caller::Unverified(reason),
         }
     }
@@ -123,10 +124,40 @@ impl Caller {
     pub fn may_call(&self, policy: Option<&AccessPolicy>, tool_name: &str) -> bool {
         match (policy, self) {
             (None, _) => true,
-            (Some(policy), Caller::Verified(grants)) => policy.permits(grants, tool_name),
+            (Some(policy), Caller::Verified(grants, _)) => policy.permits(grants, tool_name),
             (Some(_), _) => false,
         }
     }
+
+    /// Who the caller is, for binding a task to it: empty for anyone (no authorization).
+    pub fn identity(&self) -> &[u8] {
+        match self {
+            Caller::Verified(_, identity) => identity.as_bytes(),
+            Caller::Anyone | Caller::Unverified(_) => &[],
+        }
+    }
+}
+
+/// Claims that change from one token of a caller to the next: left out of its identity.
+const PER_TOKEN_CLAIMS: [&str; 5] = ["exp", "iat", "nbf", "jti", "auth_time"];
+
+/// The identity of a verified caller: its token's issuer and subject (`iss`, `sub`) when it has
+/// a subject, so that a refreshed token is the same caller; otherwise every claim but those
+/// that change per token, in a canonical order.
+pub fn identity_of(payload: &Value) -> String {
+    if let Some(subject) = payload.get("sub") {
+        return json!([payload.get("iss"), subject]).to_string();
+    }
+    let claims: BTreeMap<&String, &Value> = payload
+        .as_object()
+        .map(|object| {
+            object
+                .iter()
+                .filter(|(name, _)| !PER_TOKEN_CLAIMS.contains(&name.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!(claims).to_string()
 }
 
 fn check_source(source: &TokenPayloadSource) -> Result<(), ConfigError> {

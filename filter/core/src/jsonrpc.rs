@@ -11,6 +11,9 @@ pub const INVALID_PARAMS: i64 = -32602;
 pub const INTERNAL_ERROR: i64 = -32603;
 /// MCP 2026-07-28: the HTTP headers disagree with the body, or a required one is missing.
 pub const HEADER_MISMATCH: i64 = -32020;
+/// A 2026-07-28 request that needs a capability its client did not declare (the tasks
+/// extension, for `tasks/*`).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28: the requested protocol version is not served.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 

@@ -25,6 +25,7 @@ pub mod proto_json;
 pub mod reflection;
 pub mod server;
 pub mod streams;
+pub mod tasks;
 pub mod upstream;
 
 mod eras;

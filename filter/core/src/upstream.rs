@@ -15,6 +15,7 @@ use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
 use crate::http::HeaderPair;
+use crate::server::tasks::TaskStep;
 use crate::streams::CallKind;
 
 /// What of the original request a routed call keeps: route matching needs the scheme, logs
@@ -48,6 +49,24 @@ pub struct UpstreamCall {
     /// The request's `_meta.progressToken`, when the answer may be an SSE stream that carries a
     /// progress notification per message gathered (a lone call of a streaming tool).
     pub(crate) progress_token: Option<Value>,
+    /// Where the call goes when it is not the tool's own method: a task's call to the
+    /// Operations service.
+    redirect: Option<Box<Redirect>>,
+    /// A call in a task's life, and what its end leads to (see `server/tasks`).
+    pub(crate) task: Option<Box<TaskStep>>,
+}
+
+/// A unary call to another method than the tool's: `google.longrunning.Operations`, on the
+/// cluster that serves it, with a deadline of its own.
+#[derive(Debug)]
+pub(crate) struct Redirect {
+    pub(crate) cluster: String,
+    pub(crate) service: &'static str,
+    pub(crate) method: &'static str,
+    /// `/package.Service/Method`.
+    pub(crate) path: &'static str,
+    pub(crate) timeout: Duration,
+    pub(crate) grpc_timeout: String,
 }
 
 impl UpstreamCall {
@@ -68,7 +87,33 @@ impl UpstreamCall {
             metadata,
             sent_at: None,
             progress_token: None,
+            redirect: None,
+            task: None,
         }
+    }
+
+    /// A call that follows this one for the same request and slot (the next step of a task),
+    /// with the same metadata: `message` to the method `redirect` names.
+    pub(crate) fn follow_up(&self, message: &[u8], redirect: Redirect, task: TaskStep) -> UpstreamCall {
+        UpstreamCall {
+            redirect: Some(Box::new(redirect)),
+            task: Some(Box::new(task)),
+            ..UpstreamCall::new(
+                Arc::clone(&self.tool),
+                self.request_id.clone(),
+                self.era,
+                self.slot,
+                crate::grpc::frame::grpc_frame(message),
+                self.metadata.clone(),
+            )
+        }
+    }
+
+    /// Makes this call a redirected one (a task's first poll, planned from a task id).
+    pub(crate) fn redirected(mut self, redirect: Redirect, task: TaskStep) -> UpstreamCall {
+        self.redirect = Some(Box::new(redirect));
+        self.task = Some(Box::new(task));
+        self
     }
 
     /// How long the call has been out at `now`; `None` if it was never sent.
@@ -78,18 +123,33 @@ impl UpstreamCall {
 
     /// The Envoy cluster that serves the method.
     pub fn cluster(&self) -> &str {
-        &self.tool.cluster
+        match &self.redirect {
+            Some(redirect) => &redirect.cluster,
+            None => &self.tool.cluster,
+        }
     }
 
     /// How long the call may take: the host's timeout for it (for a stream of answers, the
     /// window in which they are gathered).
     pub fn timeout(&self) -> Duration {
-        self.tool.timeout
+        match &self.redirect {
+            Some(redirect) => redirect.timeout,
+            None => self.tool.timeout,
+        }
     }
 
     /// How the method streams.
     pub fn kind(&self) -> CallKind {
-        self.tool.kind
+        match &self.redirect {
+            Some(_) => CallKind::Unary,
+            None => self.tool.kind,
+        }
+    }
+
+    /// Whether the call is a step of a task (which a host never makes the request itself: its
+    /// answer leads to more calls).
+    pub fn is_task_step(&self) -> bool {
+        self.task.is_some()
     }
 
     /// The request messages, one per frame, for a host that frames them itself (a gRPC
@@ -101,27 +161,40 @@ impl UpstreamCall {
 
     /// The gRPC service and method, as a host's gRPC client names them.
     pub fn service_and_method(&self) -> (&str, &str) {
-        (self.tool.service_name(), self.tool.method_name())
+        match &self.redirect {
+            Some(redirect) => (redirect.service, redirect.method),
+            None => (self.tool.service_name(), self.tool.method_name()),
+        }
     }
 
     /// The deadline as `grpc-timeout`.
     pub fn grpc_timeout(&self) -> &str {
-        &self.tool.grpc_timeout
+        match &self.redirect {
+            Some(redirect) => &redirect.grpc_timeout,
+            None => &self.tool.grpc_timeout,
+        }
+    }
+
+    /// `/package.Service/Method`.
+    fn grpc_path(&self) -> &str {
+        match &self.redirect {
+            Some(redirect) => redirect.path,
+            None => &self.tool.grpc_path,
+        }
     }
 
     /// The request headers: a unary gRPC call to the method, with the deadline as
     /// `grpc-timeout` (so the upstream can stop working on an answer nobody will read), then
     /// the gRPC metadata: the service's static metadata and the forwarded request headers.
     pub fn http_headers(&self) -> Vec<(&str, &str)> {
-        let tool = &self.tool;
         let mut headers = Vec::with_capacity(6 + self.metadata.len());
         headers.extend([
             (":method", "POST"),
-            (":path", tool.grpc_path.as_str()),
-            (":authority", tool.cluster.as_str()),
+            (":path", self.grpc_path()),
+            (":authority", self.cluster()),
             ("content-type", "application/grpc"),
             ("te", "trailers"),
-            ("grpc-timeout", tool.grpc_timeout.as_str()),
+            ("grpc-timeout", self.grpc_timeout()),
         ]);
         headers.extend(self.metadata());
         headers

@@ -84,7 +84,7 @@ fn unlisted_allow_opens_unnamed_tools_to_any_verified_caller() {
         policy(r#"{"rules": {"demo.catalog.v1.CatalogService": ["catalog:read"]}, "unlisted": "allow"}"#).unwrap();
     assert!(policy.permits(&BTreeSet::new(), "UserService_GetUser"));
     assert!(!policy.permits(&BTreeSet::new(), "CatalogService_Search"));
-    assert!(Caller::Verified(BTreeSet::new()).may_call(Some(&policy), "UserService_GetUser"));
+    assert!(Caller::Verified(BTreeSet::new(), String::new()).may_call(Some(&policy), "UserService_GetUser"));
     assert!(!Caller::Unverified("none".into()).may_call(Some(&policy), "UserService_GetUser"));
     assert!(Caller::Anyone.may_call(None, "UserService_GetUser"));
     assert!(!Caller::Anyone.may_call(Some(&policy), "UserService_GetUser"));
@@ -150,11 +150,14 @@ fn grants_come_from_the_payload_in_dynamic_metadata() {
     );
     assert_eq!(
         policy.caller(Some(&bytes)),
-        Caller::Verified(grants(&["catalog:read", "items:read"]))
+        Caller::Verified(grants(&["catalog:read", "items:read"]), r#"[null,"agent-7"]"#.into())
     );
     // A token without the claim is verified, and grants nothing.
     let bytes = metadata(JWT_AUTHN, "jwt_payload", json!({"sub": "agent-7"}));
-    assert_eq!(policy.caller(Some(&bytes)), Caller::Verified(BTreeSet::new()));
+    assert_eq!(
+        policy.caller(Some(&bytes)),
+        Caller::Verified(BTreeSet::new(), r#"[null,"agent-7"]"#.into())
+    );
     // Nothing where the payload should be: not verified.
     let elsewhere = metadata(JWT_AUTHN, "other_key", json!({"scope": "catalog:read"}));
     let unverified = |found: Option<&[u8]>| matches!(policy.caller(found), Caller::Unverified(_));
@@ -193,7 +196,7 @@ fn scopes_are_split_on_the_ascii_space_alone() {
         let payload = format!(r#"{{"scope": "{scope}"}}"#);
         assert_eq!(
             policy.caller(Some(payload.as_bytes())),
-            Caller::Verified(grants(expected)),
+            Caller::Verified(grants(expected), identity_of(&serde_json::from_str(&payload).unwrap())),
             "{scope}"
         );
     }
@@ -208,7 +211,7 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let payload = json!({"realm_access": {"roles": ["admin", 7, "viewer"]}}).to_string();
     assert_eq!(
         policy.caller(Some(payload.as_bytes())),
-        Caller::Verified(grants(&["admin", "viewer"]))
+        Caller::Verified(grants(&["admin", "viewer"]), payload_identity(&payload))
     );
     // Envoy's formatter writes `-` when the metadata is absent.
     assert!(matches!(policy.caller(Some(b"-")), Caller::Unverified(_)));
@@ -216,7 +219,30 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let wrong_shape = json!({"realm_access": {"roles": {"admin": true}}}).to_string();
     assert_eq!(
         policy.caller(Some(wrong_shape.as_bytes())),
-        Caller::Verified(BTreeSet::new())
+        Caller::Verified(BTreeSet::new(), payload_identity(&wrong_shape))
+    );
+}
+
+fn payload_identity(payload: &str) -> String {
+    identity_of(&serde_json::from_str(payload).unwrap())
+}
+
+#[test]
+fn a_callers_identity_is_its_subject_or_its_lasting_claims() {
+    let refreshed = |iat: u64| json!({"iss": "https://idp", "sub": "ada", "iat": iat, "scope": "a"});
+    assert_eq!(identity_of(&refreshed(1)), r#"["https://idp","ada"]"#);
+    assert_eq!(identity_of(&refreshed(1)), identity_of(&refreshed(2)));
+    assert_ne!(
+        identity_of(&refreshed(1)),
+        identity_of(&json!({"iss": "https://other", "sub": "ada"}))
+    );
+    // Without a subject: the claims that last, in one order whatever the token's.
+    let one = json!({"exp": 1, "client_id": "bot", "scope": "a b"});
+    let two = json!({"scope": "a b", "client_id": "bot", "exp": 2, "jti": "x"});
+    assert_eq!(identity_of(&one), identity_of(&two));
+    assert_ne!(
+        identity_of(&one),
+        identity_of(&json!({"client_id": "other", "scope": "a b"}))
     );
 }
 
@@ -289,14 +315,14 @@ fn listed(server: &Server, caller: &Caller) -> Vec<String> {
 #[test]
 fn each_caller_lists_and_pages_through_only_what_it_may_call() {
     let server = guarded_server();
-    let reader = Caller::Verified(grants(&["catalog:read"]));
-    let full = Caller::Verified(grants(&["catalog:read", "items:read"]));
+    let reader = Caller::Verified(grants(&["catalog:read"]), "reader".into());
+    let full = Caller::Verified(grants(&["catalog:read", "items:read"]), "full".into());
     assert_eq!(listed(&server, &reader), ["CatalogService_Search"]);
     assert_eq!(
         listed(&server, &full),
         ["CatalogService_Search", "CatalogService_GetItem"]
     );
-    assert!(listed(&server, &Caller::Verified(BTreeSet::new())).is_empty());
+    assert!(listed(&server, &Caller::Verified(BTreeSet::new(), String::new())).is_empty());
     // The full caller's cursor is not valid in the reader's list.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}});
     let (_, first, _) = respond(&server, &modern_headers("tools/list", None), &body, &full);
@@ -315,7 +341,7 @@ fn each_caller_lists_and_pages_through_only_what_it_may_call() {
 #[test]
 fn a_hidden_tool_answers_exactly_like_an_unknown_one_in_both_eras() {
     let server = guarded_server();
-    let reader = Caller::Verified(grants(&["catalog:read"]));
+    let reader = Caller::Verified(grants(&["catalog:read"]), "reader".into());
     let mut statuses = Vec::new();
     for name in ["CatalogService_GetItem", "UserService_GetUser", "NoSuchTool"] {
         let params = json!({"_meta": meta(), "name": name, "arguments": {}});

@@ -27,6 +27,8 @@ impl Server {
     ) -> bool {
         // Calls that fail to start free their place at once: start until none is left that may.
         loop {
+            // A task's next call, due now, joins the calls waiting.
+            reply.release_due(now);
             let calls = reply.take_calls_to_start();
             if calls.is_empty() {
                 return reply.is_complete();

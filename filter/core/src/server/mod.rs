@@ -17,6 +17,7 @@ pub mod calls;
 pub mod methods;
 pub mod reply;
 mod stream_result;
+pub(crate) mod tasks;
 pub mod tool_call;
 pub mod tool_result;
 
@@ -92,6 +93,8 @@ pub struct Server {
     callers: CallerPolicy,
     limits: Limits,
     routing: Routing,
+    /// Task ids' keys and the timings of task tools.
+    tasks: tasks::TaskSettings,
 }
 
 /// What every message of one POST shares.
@@ -155,7 +158,13 @@ impl Server {
         };
         let access = AccessPolicy::build(config, &catalog)?;
         let tools_list = ToolsListPages::public(&catalog, &style);
-        let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), ttl_ms);
+        let task_settings = tasks::TaskSettings::new(&config.tasks, &catalog);
+        let discover_result = methods::discover_result(
+            &server_info,
+            identity.instructions.as_deref(),
+            ttl_ms,
+            task_settings.offered,
+        );
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,
@@ -174,6 +183,7 @@ impl Server {
                 allowed_hosts: config.allowed_hosts.clone(),
             },
             routing: config.routing.clone(),
+            tasks: task_settings,
         })
     }
 
@@ -299,7 +309,7 @@ impl Server {
     fn refuse_unverified(&self, caller: &Caller) -> Option<HttpResponse> {
         let policy = self.access.as_ref()?;
         let found = match caller {
-            Caller::Verified(_) => return None,
+            Caller::Verified(..) => return None,
             Caller::Unverified(found) => found.as_str(),
             Caller::Anyone => "the host did not read it",
         };
