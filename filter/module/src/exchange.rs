@@ -28,6 +28,8 @@ use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 const ROUTED: u64 = 0;
 /// The wake-up that says a routed call's deadline has passed.
 pub const DEADLINE_PASSED: u64 = 1;
+/// The wake-up that says a task's next poll is due.
+pub const POLL_DUE: u64 = 2;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +71,8 @@ pub struct Exchange {
     poisoned: Cell<bool>,
     /// The routed call's deadline; dropping it cancels it.
     deadline: RefCell<Option<Alarm>>,
+    /// When a task's next poll is due; dropping it cancels it.
+    poll: RefCell<Option<Alarm>>,
 }
 
 impl Exchange {
@@ -82,6 +86,7 @@ impl Exchange {
             answered: Cell::new(false),
             poisoned: Cell::new(false),
             deadline: RefCell::new(None),
+            poll: RefCell::new(None),
         }
     }
 
@@ -104,6 +109,7 @@ impl Exchange {
             return;
         }
         self.deadline.replace(None);
+        self.poll.replace(None);
         if self.answered.replace(true) {
             host.reset();
             return;
@@ -294,8 +300,9 @@ impl Exchange {
             };
             let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
             if deferred.is_empty() {
-                if complete {
-                    self.send_reply(host);
+                match complete {
+                    true => self.send_reply(host),
+                    false => self.wake_for_scheduled(host),
                 }
                 return;
             }
@@ -357,6 +364,7 @@ fn timeout_ms(call: &UpstreamCall) -> u64 {
     u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+mod polls;
 mod routed;
 #[cfg(test)]
 mod tests;

@@ -21,15 +21,25 @@ pub(crate) struct Deadline<T> {
     pub(crate) owner: Weak<RefCell<T>>,
 }
 
-/// The open streams of one VM, by deadline.
+/// A request to start calls again at a time: a task's next poll of its operation.
+pub(crate) struct Wake<T> {
+    pub(crate) at: Duration,
+    /// The HTTP context of the request, for the host calls made on its behalf.
+    pub(crate) context_id: u32,
+    pub(crate) owner: Weak<RefCell<T>>,
+}
+
+/// The open streams of one VM, by deadline, and the requests waiting to be woken.
 pub(crate) struct StreamClock<T> {
     open: RefCell<Vec<Deadline<T>>>,
+    wakes: RefCell<Vec<Wake<T>>>,
 }
 
 impl<T> Default for StreamClock<T> {
     fn default() -> Self {
         StreamClock {
             open: RefCell::new(Vec::new()),
+            wakes: RefCell::new(Vec::new()),
         }
     }
 }
@@ -53,5 +63,22 @@ impl<T> StreamClock<T> {
             .partition(|deadline| deadline.at <= now || deadline.owner.strong_count() == 0);
         *open = kept;
         expired
+    }
+
+    /// Wakes the request of `wake.context_id` at `wake.at` (in place of an earlier wake-up).
+    pub(crate) fn wake(&self, wake: Wake<T>) {
+        let mut wakes = self.wakes.borrow_mut();
+        wakes.retain(|known| known.context_id != wake.context_id);
+        wakes.push(wake);
+    }
+
+    /// Takes out the wake-ups due at `now` (and those whose request is gone).
+    pub(crate) fn due_wakes(&self, now: Duration) -> Vec<Wake<T>> {
+        let mut wakes = self.wakes.borrow_mut();
+        let (due, kept) = std::mem::take(&mut *wakes)
+            .into_iter()
+            .partition(|wake| wake.at <= now || wake.owner.strong_count() == 0);
+        *wakes = kept;
+        due
     }
 }

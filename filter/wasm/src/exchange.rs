@@ -21,7 +21,7 @@ use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
-use crate::clock::{Deadline, StreamClock};
+use crate::clock::{Deadline, StreamClock, Wake};
 use crate::host_io::{
     buffer, call_out, call_response, header_value, log_fields, map_bytes, now, token_payload, HeaderMapBytes,
 };
@@ -294,6 +294,14 @@ impl Inner {
             _ => open_stream(call, context_id, clock, weak).map(|token| STREAM | u64::from(token)),
         };
         if !server.start_calls(reply, start, now(), observed) {
+            // A task's next poll: the root context's tick wakes the request then.
+            if let Some(at) = reply.next_wake() {
+                clock.wake(Wake {
+                    at,
+                    context_id,
+                    owner: weak.clone(),
+                });
+            }
             return;
         }
         if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
@@ -375,5 +383,24 @@ pub(crate) fn end_expired_streams(clock: &StreamClock<Inner>) {
             continue;
         };
         inner.ended(STREAM | u64::from(deadline.token), true, deadline.context_id, &weak);
+    }
+}
+
+/// Starts the calls of the requests whose wake-up is due (a task's next poll), on their
+/// behalf.
+pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
+    for wake in clock.due_wakes(now()) {
+        let Some(inner) = wake.owner.upgrade() else {
+            continue;
+        };
+        if let Err(status) = hostcalls::set_effective_context(wake.context_id) {
+            warn!("cannot act for a request whose poll is due: {status:?}");
+            continue;
+        }
+        let weak = Rc::downgrade(&inner);
+        let Ok(mut inner) = inner.try_borrow_mut() else {
+            continue;
+        };
+        inner.start_calls(wake.context_id, &weak);
     }
 }

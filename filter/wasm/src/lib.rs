@@ -17,6 +17,7 @@
 mod clock;
 mod exchange;
 mod host_io;
+mod process_key;
 mod stats;
 
 use std::rc::Rc;
@@ -26,13 +27,13 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-use switchblade_core::configure::{configure, Configured};
+use switchblade_core::configure::{configure_with_process_key, Configured};
 use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
-use crate::exchange::{end_expired_streams, Exchange, Inner};
+use crate::exchange::{end_expired_streams, wake_due_requests, Exchange, Inner};
 use crate::host_io::{call_out, call_response, now};
 use crate::stats::Stats;
 
@@ -108,7 +109,7 @@ impl RootContext for Root {
             }
         };
         let started = hostcalls::get_current_time().ok();
-        match configure(&bytes) {
+        match configure_with_process_key(&bytes, process_key::process_key()) {
             Ok(Configured { server, refresher }) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
@@ -124,10 +125,13 @@ impl RootContext for Root {
                 self.server = Some(Rc::new(server));
                 self.stats = Rc::new(Stats::define());
                 self.stats.record_memory();
-                let streams = self
-                    .server
-                    .as_ref()
-                    .is_some_and(|server| server.catalog().tools().any(|tool| tool.kind != CallKind::Unary));
+                // Streams' deadlines and tasks' polls are kept by the tick too.
+                let streams = self.server.as_ref().is_some_and(|server| {
+                    server
+                        .catalog()
+                        .tools()
+                        .any(|tool| tool.kind != CallKind::Unary || tool.task.is_some())
+                });
                 self.refresher = refresher;
                 // The tick reads reflection when due, and ends streams past their deadline.
                 let tick = match (streams, self.refresher.is_some()) {
@@ -153,6 +157,7 @@ impl RootContext for Root {
     fn on_tick(&mut self) {
         self.refresh_if_due();
         end_expired_streams(&self.clock);
+        wake_due_requests(&self.clock);
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

@@ -9,7 +9,7 @@ use switchblade_core::http::header_pairs;
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
-use super::{Exchange, State, Verdict, DEADLINE_PASSED, ROUTED};
+use super::{Exchange, State, Verdict, DEADLINE_PASSED, POLL_DUE, ROUTED};
 use crate::clock::now;
 use crate::host::{Body, HeaderMap, StreamHost};
 
@@ -146,6 +146,9 @@ impl Exchange {
     /// A wake-up the exchange asked for: a routed call whose deadline has passed is answered
     /// DEADLINE_EXCEEDED (Envoy's router would reset a stream whose answer has begun).
     pub fn wake(&self, host: &impl StreamHost, event: u64) {
+        if event == POLL_DUE {
+            return self.poll_due(host);
+        }
         if event != DEADLINE_PASSED {
             return;
         }

@@ -46,7 +46,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
                 if let Some(period) = config.tick_period() {
                     config.keep_ticker(Ticker::start(config_envoy, period));
                 }
-                if config.routes_calls() {
+                if config.routes_calls() || config.has_task_tools() {
                     config.keep_deadlines(Deadlines::start());
                 }
                 Box::into_raw(Box::new(config)).cast()
