@@ -4,6 +4,7 @@
 //! behalf of the request (whose state it reaches through a weak handle).
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Weak;
 use std::time::Duration;
 
@@ -29,17 +30,26 @@ pub(crate) struct Wake<T> {
     pub(crate) owner: Weak<RefCell<T>>,
 }
 
-/// The open streams of one VM, by deadline, and the requests waiting to be woken.
+/// The open streams of one VM, by deadline, the requests waiting to be woken, and the callouts
+/// the tick started on their behalf.
 pub(crate) struct StreamClock<T> {
     open: RefCell<Vec<Deadline<T>>>,
     wakes: RefCell<Vec<Wake<T>>>,
+    /// Callout token → the request it was started for. The SDK files a callout under the
+    /// context it was started from, which for the tick is the root context: the root hands
+    /// its answer to the request.
+    adopted: RefCell<HashMap<u32, Owner<T>>>,
 }
+
+/// A request, as the root context acts for it: its HTTP context, and its state.
+pub(crate) type Owner<T> = (u32, Weak<RefCell<T>>);
 
 impl<T> Default for StreamClock<T> {
     fn default() -> Self {
         StreamClock {
             open: RefCell::new(Vec::new()),
             wakes: RefCell::new(Vec::new()),
+            adopted: RefCell::new(HashMap::new()),
         }
     }
 }
@@ -80,5 +90,16 @@ impl<T> StreamClock<T> {
             .partition(|wake| wake.at <= now || wake.owner.strong_count() == 0);
         *wakes = kept;
         due
+    }
+
+    /// The callout under `token`, started by the root context, belongs to the request of
+    /// `context_id`.
+    pub(crate) fn adopt(&self, token: u32, context_id: u32, owner: Weak<RefCell<T>>) {
+        self.adopted.borrow_mut().insert(token, (context_id, owner));
+    }
+
+    /// The request a callout started by the root context belongs to, if it is one.
+    pub(crate) fn take_adopted(&self, token: u32) -> Option<Owner<T>> {
+        self.adopted.borrow_mut().remove(&token)
     }
 }

@@ -274,6 +274,13 @@ impl Inner {
 
     /// Starts the calls the reply may have out now, and sends it once none is out or waiting.
     fn start_calls(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        self.start_calls_from(context_id, weak, false);
+    }
+
+    /// [`Self::start_calls`], from the root context (`from_root`: its tick, or a callout it
+    /// was handed): each callout started is filed with the clock as this request's, for the
+    /// root to hand its answer back.
+    fn start_calls_from(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>, from_root: bool) {
         let Inner {
             server,
             observed,
@@ -286,7 +293,12 @@ impl Inner {
         };
         let start = |call: &UpstreamCall| match call.kind() {
             CallKind::Unary => call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
-                .map(u64::from)
+                .map(|token| {
+                    if from_root {
+                        clock.adopt(token, context_id, weak.clone());
+                    }
+                    u64::from(token)
+                })
                 .map_err(|status| {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
                     format!("{status:?}")
@@ -401,6 +413,45 @@ pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
         let Ok(mut inner) = inner.try_borrow_mut() else {
             continue;
         };
-        inner.start_calls(wake.context_id, &weak);
+        inner.start_calls_from(wake.context_id, &weak, true);
     }
+}
+
+/// The answer to a callout the root context started for a request (a task's poll): filed
+/// into that request, on its behalf. Whether the callout was one.
+pub(crate) fn answer_adopted_call(
+    clock: &StreamClock<Inner>,
+    token: u32,
+    headers: usize,
+    body_size: usize,
+    trailers: usize,
+) -> bool {
+    let Some((context_id, owner)) = clock.take_adopted(token) else {
+        return false;
+    };
+    let Some(inner) = owner.upgrade() else {
+        return true;
+    };
+    if let Err(status) = hostcalls::set_effective_context(context_id) {
+        warn!("cannot act for a request whose poll was answered: {status:?}");
+        return true;
+    }
+    let weak = Rc::downgrade(&inner);
+    let Ok(mut inner) = inner.try_borrow_mut() else {
+        return true;
+    };
+    {
+        let Inner {
+            server,
+            observed,
+            state,
+            ..
+        } = &mut *inner;
+        if let State::AwaitingUpstream(reply) = state {
+            let read = || call_response(headers, body_size, trailers);
+            server.call_answered(reply, u64::from(token), body_size, read, now(), observed);
+        }
+    }
+    inner.start_calls_from(context_id, &weak, true);
+    true
 }

@@ -33,7 +33,7 @@ use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
-use crate::exchange::{end_expired_streams, wake_due_requests, Exchange, Inner};
+use crate::exchange::{answer_adopted_call, end_expired_streams, wake_due_requests, Exchange, Inner};
 use crate::host_io::{call_out, call_response, now};
 use crate::stats::Stats;
 
@@ -59,6 +59,9 @@ struct Root {
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
+        if answer_adopted_call(&self.clock, token, headers, body_size, trailers) {
+            return;
+        }
         let Some(refresher) = self.refresher.as_mut() else {
             return;
         };
