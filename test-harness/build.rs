@@ -18,6 +18,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "acme/inventory/v1/inventory.proto",
         "test/kitchensink/v1/kitchen_sink.proto",
         "test/rules/v1/rules.proto",
+        "demo/exports/v1/exports.proto",
     ];
     let mut compiler = protox::Compiler::new(includes)?;
     compiler

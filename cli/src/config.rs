@@ -135,8 +135,18 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
     }
     let text = serde_json::to_string_pretty(&plugin).map_err(|error| error.to_string())?;
     // The filter's own checks, so a configuration printed here is one Envoy will accept.
-    Server::from_config_bytes(text.as_bytes())
+    let server = Server::from_config_bytes(text.as_bytes())
         .map_err(|error| format!("the configuration would be refused: {error}"))?;
+    let mut task_notes = Vec::new();
+    if server.catalog().tools().any(|tool| tool.task.is_some()) {
+        plugin.insert("tasks".into(), json!({"keys": [fresh_task_key()?]}));
+        task_notes.push(
+            "the services have task tools: tasks.keys holds a fresh random key that signs their task ids; \
+             give every Envoy the same key (the same configuration), and keep it as secret as a credential"
+                .to_owned(),
+        );
+    }
+    let text = serde_json::to_string_pretty(&plugin).map_err(|error| error.to_string())?;
     let wiring = Wiring {
         plugin: &plugin,
         plugin_json: &text,
@@ -144,6 +154,7 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
         image: &args.image,
     };
     let mut notes = skipped_methods(args, &descriptor_set)?;
+    notes.extend(task_notes);
     if args.descriptor_set.is_some() && descriptor_sets::services_lack_comments(&descriptor_set) {
         notes.push(format!(
             "the descriptor set has no comments, so the tools have no descriptions; build it with them \
@@ -156,6 +167,13 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
         notes,
         failed: false,
     })
+}
+
+/// 32 random bytes in base64: a key for `tasks.keys`.
+fn fresh_task_key() -> Result<String, String> {
+    let mut key = [0; 32];
+    getrandom::fill(&mut key).map_err(|error| format!("cannot make a key for tasks.keys: {error}"))?;
+    Ok(base64::engine::general_purpose::STANDARD.encode(key))
 }
 
 /// The encoded descriptor set of the configuration, from whichever source the arguments name.

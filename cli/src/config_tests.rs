@@ -304,3 +304,34 @@ fn source_info_keeps_the_comments_only() {
         .as_str()
         .is_some_and(|text| !text.is_empty()));
 }
+
+#[test]
+fn task_tools_get_a_fresh_key_of_their_own() {
+    let args = ConfigArgs {
+        protos: vec!["demo/exports/v1/exports.proto".into()],
+        services: vec![("demo.exports.v1.ExportService".into(), "exports".into())],
+        methods: vec![],
+        ..users_args(Format::Json)
+    };
+    let output = run(&args).unwrap();
+    assert!(
+        output.notes.iter().any(|note| note.contains("task tools")),
+        "{:?}",
+        output.notes
+    );
+    let value: Value = serde_json::from_str(&output.stdout).unwrap();
+    let key = value["tasks"]["keys"][0].as_str().unwrap();
+    assert_eq!(base64::engine::general_purpose::STANDARD.decode(key).unwrap().len(), 32);
+    let again: Value = serde_json::from_str(&config(&args).unwrap()).unwrap();
+    assert_ne!(again["tasks"]["keys"][0], key, "each run its own key");
+    let server = Server::from_config_bytes(output.stdout.as_bytes()).unwrap();
+    assert!(server
+        .catalog()
+        .get("ExportService_ExportCatalog")
+        .unwrap()
+        .task
+        .is_some());
+    // Services without task tools get no key.
+    let plain: Value = serde_json::from_str(&config(&users_args(Format::Json)).unwrap()).unwrap();
+    assert!(plain.get("tasks").is_none());
+}

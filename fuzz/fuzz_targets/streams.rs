@@ -96,7 +96,13 @@ fuzz_target!(|data: &[u8]| {
             content_type: Some("application/json".into()),
             ..McpHeaders::default()
         };
-        let request = McpRequest { headers: &headers, body: WATCH, caller: &Caller::Anyone };
+        let request = McpRequest {
+            headers: &headers,
+            body: WATCH,
+            caller: &Caller::Anyone,
+            client_address: None,
+            counters: None,
+        };
         let mut observed = Observations::default();
         let Outcome::Await(mut reply) = server.handle(request, &mut observed) else {
             panic!("the watch makes a call");

@@ -3,6 +3,7 @@
 
 pub mod catalog;
 pub mod control;
+pub mod exports;
 pub mod inventory;
 pub mod kitchen_sink;
 pub mod lying_reflection;
@@ -36,4 +37,26 @@ pub mod proto {
     pub mod ratelimit {
         tonic::include_proto!("envoy.service.ratelimit.v3");
     }
+
+    /// `demo.exports.v1` and the Google packages it uses, in modules that mirror their
+    /// packages: the generated code names another package's messages by relative paths.
+    pub mod packages {
+        pub mod demo {
+            pub mod exports {
+                pub mod v1 {
+                    tonic::include_proto!("demo.exports.v1");
+                }
+            }
+        }
+        pub mod google {
+            pub mod longrunning {
+                tonic::include_proto!("google.longrunning");
+            }
+            pub mod rpc {
+                tonic::include_proto!("google.rpc");
+            }
+        }
+    }
+    pub use packages::demo::exports::v1 as exports;
+    pub use packages::google::{longrunning, rpc};
 }

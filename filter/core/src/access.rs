@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use prost::Message;
-use serde_json::{Map, Number, Value};
+use serde_json::{json, Map, Number, Value};
 
 use crate::catalog::Catalog;
 use crate::config::{
@@ -31,11 +31,13 @@ pub enum Caller {
     Anyone,
     /// Authorization is configured and no verified token payload reached the filter.
     Unverified(String),
-    /// A verified token granting these claim values, and the caller's key for the rate limits
-    /// (the value of `limits.caller`'s claim, if the token has one).
+    /// A verified token: the claim values it grants, the caller's key for the rate limits (the
+    /// value of `limits.caller`'s claim, if the token has one), and the caller's identity that
+    /// tasks are bound to (see [`identity_of`]).
     Verified {
         grants: BTreeSet<String>,
         key: Option<String>,
+        identity: String,
     },
 }
 
@@ -104,6 +106,7 @@ impl AccessPolicy {
             Ok(payload) => Caller::Verified {
                 grants: self.grants(&payload),
                 key: self.key(&payload),
+                identity: identity_of(&payload),
             },
             Err(reason) => Caller::Unverified(reason),
         }
@@ -146,9 +149,14 @@ impl AccessPolicy {
 }
 
 impl Caller {
-    /// A verified caller with these grants, counted under no key of its own.
-    pub fn verified(grants: BTreeSet<String>) -> Self {
-        Caller::Verified { grants, key: None }
+    /// A verified caller with these grants, counted under no key of its own, with this
+    /// identity.
+    pub fn verified(grants: BTreeSet<String>, identity: &str) -> Self {
+        Caller::Verified {
+            grants,
+            key: None,
+            identity: identity.to_owned(),
+        }
     }
 
     /// Whether this caller may call the tool under `policy` (none: everyone may).
@@ -159,6 +167,36 @@ impl Caller {
             (Some(_), _) => false,
         }
     }
+
+    /// Who the caller is, for binding a task to it: empty for anyone (no authorization).
+    pub fn identity(&self) -> &[u8] {
+        match self {
+            Caller::Verified { identity, .. } => identity.as_bytes(),
+            Caller::Anyone | Caller::Unverified(_) => &[],
+        }
+    }
+}
+
+/// Claims that change from one token of a caller to the next: left out of its identity.
+const PER_TOKEN_CLAIMS: [&str; 5] = ["exp", "iat", "nbf", "jti", "auth_time"];
+
+/// The identity of a verified caller: its token's issuer and subject (`iss`, `sub`) when it has
+/// a subject, so that a refreshed token is the same caller; otherwise every claim but those
+/// that change per token, in a canonical order.
+pub fn identity_of(payload: &Value) -> String {
+    if let Some(subject) = payload.get("sub") {
+        return json!([payload.get("iss"), subject]).to_string();
+    }
+    let claims: BTreeMap<&String, &Value> = payload
+        .as_object()
+        .map(|object| {
+            object
+                .iter()
+                .filter(|(name, _)| !PER_TOKEN_CLAIMS.contains(&name.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    json!(claims).to_string()
 }
 
 fn check_source(source: &TokenPayloadSource) -> Result<(), ConfigError> {

@@ -17,6 +17,7 @@ use crate::proto_json::rules::unenforced_rules;
 use crate::proto_json::schema::{message_schema, SchemaTooLarge, MAX_SCHEMA_BYTES};
 use crate::proto_json::Direction;
 use crate::streams::{messages_input_schema, stream_output_schema, CallKind, DEFAULT_MAX_MESSAGES};
+use crate::tasks::{operation_types, OperationSpec};
 use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
@@ -46,6 +47,17 @@ pub struct Tool {
     pub wrap_output: bool,
     /// The tool's entry in `tools/list`.
     pub definition: Value,
+    /// A method that starts a long-running operation: the tool runs as an MCP task, and its
+    /// output is the operation's response.
+    pub task: Option<TaskTool>,
+}
+
+/// What a task tool needs beyond its method: the operation's types, and where to poll it.
+#[derive(Debug)]
+pub struct TaskTool {
+    pub operation: OperationSpec,
+    /// The Envoy cluster that serves `google.longrunning.Operations` for it.
+    pub operations_cluster: String,
 }
 
 impl Tool {
@@ -280,6 +292,11 @@ fn build_tool(
         Some(words) => format!("{description} {words}"),
         None => description,
     };
+    let operation = operation_types(&method, overrides.operation.as_ref(), &selector)?;
+    let description = match &operation {
+        Some(operation) => format!("{description} {}", task_words(&operation.response, timeout_ms)),
+        None => description,
+    };
     let title = overrides
         .title
         .clone()
@@ -294,7 +311,11 @@ fn build_tool(
         .or(config.max_messages)
         .unwrap_or(DEFAULT_MAX_MESSAGES);
     let input = tool_schema(&selector, &method.input(), Direction::Input, docs, gate)?;
-    let output = tool_schema(&selector, &method.output(), Direction::Output, docs, gate)?;
+    // A task tool's result is the operation's response, never the Operation itself.
+    let output_message = operation
+        .as_ref()
+        .map_or_else(|| method.output(), |operation| operation.response.clone());
+    let output = tool_schema(&selector, &output_message, Direction::Output, docs, gate)?;
     // A stream's messages are items of an array: each takes its message's own JSON, wrapped or not.
     let (input_schema, wrap_input) = match kind.sends_many() {
         true => (messages_input_schema(input, max_messages), false),
@@ -330,7 +351,24 @@ fn build_tool(
         wrap_output,
         method,
         definition: Value::Object(definition),
+        task: operation.map(|operation| TaskTool {
+            operation,
+            operations_cluster: config
+                .operations_cluster
+                .clone()
+                .unwrap_or_else(|| config.cluster.clone()),
+        }),
     })
+}
+
+/// What a task tool's description adds, so that a model knows the call may come back as a task.
+fn task_words(response: &MessageDescriptor, timeout_ms: u64) -> String {
+    format!(
+        "Runs as a task: the method starts a long-running operation, whose result ({}) is the tool's output. \
+         A client that declares tasks gets the task at once and polls it; otherwise the call waits for the result, \
+         at most {timeout_ms} ms.",
+        response.name()
+    )
 }
 
 /// The schema of one side of the method `selector`; refused, naming the method and the bound,

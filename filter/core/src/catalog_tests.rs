@@ -92,7 +92,7 @@ fn overrides_replace_what_the_descriptors_say() {
 #[test]
 fn configuration_errors_name_the_key_and_the_fix() {
     let cases = [
-        (r#"{"services":{"demo.Nope":{"cluster":"c"}}}"#, "at `services.demo.Nope`: service demo.Nope is not in the descriptor set; known services: demo.catalog.v1.CatalogService, demo.users.v1.UserService"),
+        (r#"{"services":{"demo.Nope":{"cluster":"c"}}}"#, "at `services.demo.Nope`: service demo.Nope is not in the descriptor set; known services: demo.catalog.v1.CatalogService, google.longrunning.Operations, demo.exports.v1.ExportService, demo.users.v1.UserService"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["GetItem"]}}}"#,
          "at `services.demo.catalog.v1.CatalogService.methods[0]`: \"GetItem\" is not a method selector; write demo.catalog.v1.CatalogService/Method"),
         (r#"{"services":{"demo.catalog.v1.CatalogService":{"cluster":"c","expose":"selected","methods":["demo.catalog.v1.CatalogService/Nope"]}}}"#,

@@ -2,7 +2,7 @@
 //! when services are read through gRPC server reflection, the refresher that keeps it current.
 //! Above both the server and live discovery, which builds servers of its own.
 
-use crate::config::{ConfigError, PluginConfig};
+use crate::config::{ConfigError, PluginConfig, ProcessKey};
 use crate::descriptors::configured_pool;
 use crate::reflection::{Discovery, Refresher};
 use crate::server::Server;
@@ -17,10 +17,26 @@ pub struct Configured {
 }
 
 /// The server of the plugin configuration bytes, and the refresher of its reflected services.
+/// Task ids are signed with `tasks.keys`; a configuration without keys has none to sign with
+/// (a check, say): hosts that serve use [`configure_with_process_key`].
 pub fn configure(bytes: &[u8]) -> Result<Configured, ConfigError> {
-    let config = PluginConfig::parse(bytes)?;
+    configure_with_process_key(bytes, None)
+}
+
+/// [`configure`], with the key this process signs task ids with when `tasks.keys` is empty: one
+/// per Envoy (every worker the same), so that a poll reaching another Envoy is refused, which
+/// the log says when the configuration has task tools.
+pub fn configure_with_process_key(bytes: &[u8], process_key: Option<[u8; 32]>) -> Result<Configured, ConfigError> {
+    let mut config = PluginConfig::parse(bytes)?;
+    config.tasks.process_key = process_key.map(ProcessKey);
     let pool = configured_pool(config.descriptor_set.as_deref())?;
     let server = Server::new(&config, &pool)?;
+    if config.tasks.keys.is_empty() && server.catalog().tools().any(|tool| tool.task.is_some()) {
+        log::warn!(
+            "tasks.keys is not set: the task ids of this configuration's task tools are signed with a key of this Envoy's own, \
+             and a poll that reaches another Envoy is refused; set tasks.keys to the same key on every Envoy (switchblade config writes one)"
+        );
+    }
     let refresher = Discovery::new(&config, &pool).map(Refresher::new);
     Ok(Configured { server, refresher })
 }

@@ -56,9 +56,10 @@ impl Era {
 
     /// The HTTP status for a JSON-RPC error code, as the reference SDKs map them.
     pub fn error_status(self, code: i64) -> u16 {
-        use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, PARSE_ERROR};
+        use crate::jsonrpc::{INVALID_REQUEST, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY, PARSE_ERROR};
         match (self, code) {
             (_, PARSE_ERROR | INVALID_REQUEST | HEADER_MISMATCH | UNSUPPORTED_PROTOCOL_VERSION) => 400,
+            (Era::Modern, MISSING_REQUIRED_CLIENT_CAPABILITY) => 400,
             (Era::Modern, INVALID_PARAMS) => 400,
             (Era::Modern, METHOD_NOT_FOUND) => 404,
             _ => 200,
@@ -185,6 +186,8 @@ fn name_bearing_param(method: &str) -> Option<&'static str> {
     match method {
         "tools/call" | "prompts/get" => Some("name"),
         "resources/read" => Some("uri"),
+        // The tasks extension: `Mcp-Name` carries the task id, for routers in front.
+        "tasks/get" | "tasks/update" | "tasks/cancel" => Some("taskId"),
         _ => None,
     }
 }

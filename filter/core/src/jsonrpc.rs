@@ -14,6 +14,9 @@ pub const HEADER_MISMATCH: i64 = -32020;
 /// Switchblade's own (the implementation-defined range): the caller is over its rate limit
 /// across every tool (with HTTP 429 and `Retry-After`).
 pub const RATE_LIMITED: i64 = -32029;
+/// A 2026-07-28 request that needs a capability its client did not declare (the tasks
+/// extension, for `tasks/*`).
+pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28: the requested protocol version is not served.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 

@@ -27,6 +27,7 @@ pub mod quota;
 pub mod reflection;
 pub mod server;
 pub mod streams;
+pub mod tasks;
 pub mod upstream;
 
 mod eras;

@@ -63,12 +63,11 @@ pub struct ListStyle {
 
 impl ToolsListPages {
     pub fn render(tools: &[&Tool], style: &ListStyle, scope: CacheScope) -> Self {
-        let definitions: Vec<&Value> = tools.iter().map(|tool| &tool.definition).collect();
         let fingerprint = fingerprint(tools, style.page_size);
-        let chunks: Vec<&[&Value]> = if definitions.is_empty() {
+        let chunks: Vec<&[&Tool]> = if tools.is_empty() {
             vec![&[]]
         } else {
-            definitions.chunks(style.page_size.max(1)).collect()
+            tools.chunks(style.page_size.max(1)).collect()
         };
         let last = chunks.len() - 1;
         let pages = chunks
@@ -164,13 +163,20 @@ impl PrivateLists {
 }
 
 impl Page {
-    fn render(tools: &[&Value], next_cursor: Option<String>, style: &ListStyle, scope: CacheScope) -> Page {
+    fn render(tools: &[&Tool], next_cursor: Option<String>, style: &ListStyle, scope: CacheScope) -> Page {
         let mut legacy = Map::new();
-        legacy.insert("tools".into(), json!(tools));
+        legacy.insert(
+            "tools".into(),
+            json!(tools.iter().map(|tool| legacy_definition(tool)).collect::<Vec<_>>()),
+        );
         if let Some(cursor) = next_cursor {
             legacy.insert("nextCursor".into(), json!(cursor));
         }
         let mut modern = legacy.clone();
+        modern.insert(
+            "tools".into(),
+            json!(tools.iter().map(|tool| &tool.definition).collect::<Vec<_>>()),
+        );
         modern.insert("ttlMs".into(), json!(style.ttl_ms));
         modern.insert("cacheScope".into(), json!(scope.word()));
         modern.insert("resultType".into(), json!("complete"));
@@ -180,6 +186,17 @@ impl Page {
             modern: Value::Object(modern).to_string(),
         }
     }
+}
+
+/// A tool as the handshake era lists it: a task tool declares `execution.taskSupport` (the
+/// 2025-11-25 tasks utility; the 2026-07-28 extension has no such field, a server decides per
+/// call).
+fn legacy_definition(tool: &Tool) -> Value {
+    let mut definition = tool.definition.clone();
+    if let (Some(_), Value::Object(map)) = (&tool.task, &mut definition) {
+        map.insert("execution".into(), json!({"taskSupport": "optional"}));
+    }
+    definition
 }
 
 fn encode_cursor(fingerprint: u64, index: usize) -> String {

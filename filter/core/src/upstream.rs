@@ -16,7 +16,7 @@ use crate::eras::Era;
 use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
 use crate::http::HeaderPair;
 use crate::quota::counters::Lease;
-use crate::quota::rls::SHOULD_RATE_LIMIT_PATH;
+use crate::server::tasks::TaskStep;
 use crate::streams::CallKind;
 
 /// What of the original request a routed call keeps: route matching needs the scheme, logs
@@ -55,15 +55,32 @@ pub struct UpstreamCall {
     /// itself once the check lets it go.
     pub(crate) check: Option<Box<RateLimitCheck>>,
     /// The call's place among its rule's calls in flight, given back when the call is dropped.
-    pub(crate) lease: Option<Lease>,
+    pub(crate) lease: Option<Box<Lease>>,
+    /// Where the call goes when it is not the tool's own method: a task's call to the
+    /// Operations service.
+    redirect: Option<Box<Redirect>>,
+    /// A call in a task's life, and what its end leads to (see `server/tasks`).
+    pub(crate) task: Option<Box<TaskStep>>,
+}
+
+/// A unary call to another method than the tool's (`google.longrunning.Operations`, or the
+/// rate limit service's `ShouldRateLimit`), on the cluster that serves it, with a deadline of
+/// its own.
+#[derive(Debug)]
+pub(crate) struct Redirect {
+    pub(crate) cluster: String,
+    pub(crate) service: &'static str,
+    pub(crate) method: &'static str,
+    /// `/package.Service/Method`.
+    pub(crate) path: &'static str,
+    pub(crate) timeout: Duration,
+    pub(crate) grpc_timeout: String,
 }
 
 /// One `ShouldRateLimit` call: where it goes, and its gRPC frame.
 #[derive(Debug)]
 pub(crate) struct RateLimitCheck {
-    pub(crate) cluster: String,
-    pub(crate) timeout: Duration,
-    pub(crate) grpc_timeout: String,
+    pub(crate) target: Redirect,
     pub(crate) frame: Vec<u8>,
 }
 
@@ -87,7 +104,33 @@ impl UpstreamCall {
             progress_token: None,
             check: None,
             lease: None,
+            redirect: None,
+            task: None,
         }
+    }
+
+    /// A call that follows this one for the same request and slot (the next step of a task),
+    /// with the same metadata: `message` to the method `redirect` names.
+    pub(crate) fn follow_up(&self, message: &[u8], redirect: Redirect, task: TaskStep) -> UpstreamCall {
+        UpstreamCall {
+            redirect: Some(Box::new(redirect)),
+            task: Some(Box::new(task)),
+            ..UpstreamCall::new(
+                Arc::clone(&self.tool),
+                self.request_id.clone(),
+                self.era,
+                self.slot,
+                crate::grpc::frame::grpc_frame(message),
+                self.metadata.clone(),
+            )
+        }
+    }
+
+    /// Makes this call a redirected one (a task's first poll, planned from a task id).
+    pub(crate) fn redirected(mut self, redirect: Redirect, task: TaskStep) -> UpstreamCall {
+        self.redirect = Some(Box::new(redirect));
+        self.task = Some(Box::new(task));
+        self
     }
 
     /// How long the call has been out at `now`; `None` if it was never sent.
@@ -100,10 +143,30 @@ impl UpstreamCall {
         self.check.is_some()
     }
 
+    /// Whether the call is a task's call to the Operations service (not the tool's method).
+    pub(crate) fn polls_operation(&self) -> bool {
+        self.redirect.is_some()
+    }
+
+    /// Whether the call is a step of a task (which a host never makes the request itself: its
+    /// answer leads to more calls).
+    pub fn is_task_step(&self) -> bool {
+        self.task.is_some()
+    }
+
+    /// Where the call goes when it is not the tool's own method: the rate limit check first,
+    /// while it is pending, then a task's call to the Operations service.
+    fn redirect(&self) -> Option<&Redirect> {
+        match (&self.check, &self.redirect) {
+            (Some(check), _) => Some(&check.target),
+            (None, redirect) => redirect.as_deref(),
+        }
+    }
+
     /// The Envoy cluster that serves the method (or the rate limit service).
     pub fn cluster(&self) -> &str {
-        match &self.check {
-            Some(check) => &check.cluster,
+        match self.redirect() {
+            Some(redirect) => &redirect.cluster,
             None => &self.tool.cluster,
         }
     }
@@ -111,15 +174,15 @@ impl UpstreamCall {
     /// How long the call may take: the host's timeout for it (for a stream of answers, the
     /// window in which they are gathered).
     pub fn timeout(&self) -> Duration {
-        match &self.check {
-            Some(check) => check.timeout,
+        match self.redirect() {
+            Some(redirect) => redirect.timeout,
             None => self.tool.timeout,
         }
     }
 
-    /// How the method streams (a rate limit check is unary).
+    /// How the method streams (a redirected call is unary).
     pub fn kind(&self) -> CallKind {
-        match &self.check {
+        match self.redirect() {
             Some(_) => CallKind::Unary,
             None => self.tool.kind,
         }
@@ -134,17 +197,25 @@ impl UpstreamCall {
 
     /// The gRPC service and method, as a host's gRPC client names them.
     pub fn service_and_method(&self) -> (&str, &str) {
-        match &self.check {
-            Some(_) => ("envoy.service.ratelimit.v3.RateLimitService", "ShouldRateLimit"),
+        match self.redirect() {
+            Some(redirect) => (redirect.service, redirect.method),
             None => (self.tool.service_name(), self.tool.method_name()),
         }
     }
 
     /// The deadline as `grpc-timeout`.
     pub fn grpc_timeout(&self) -> &str {
-        match &self.check {
-            Some(check) => &check.grpc_timeout,
+        match self.redirect() {
+            Some(redirect) => &redirect.grpc_timeout,
             None => &self.tool.grpc_timeout,
+        }
+    }
+
+    /// `/package.Service/Method`.
+    fn grpc_path(&self) -> &str {
+        match self.redirect() {
+            Some(redirect) => redirect.path,
+            None => &self.tool.grpc_path,
         }
     }
 
@@ -153,15 +224,14 @@ impl UpstreamCall {
     /// the gRPC metadata: the service's static metadata and the forwarded request headers. A
     /// rate limit check carries no metadata of the client's.
     pub fn http_headers(&self) -> Vec<(&str, &str)> {
-        let tool = &self.tool;
-        let (path, metadata) = match &self.check {
-            Some(_) => (SHOULD_RATE_LIMIT_PATH, 0),
-            None => (tool.grpc_path.as_str(), self.metadata.len()),
+        let metadata = match &self.check {
+            Some(_) => 0,
+            None => self.metadata.len(),
         };
         let mut headers = Vec::with_capacity(6 + metadata);
         headers.extend([
             (":method", "POST"),
-            (":path", path),
+            (":path", self.grpc_path()),
             (":authority", self.cluster()),
             ("content-type", "application/grpc"),
             ("te", "trailers"),

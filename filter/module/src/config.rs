@@ -8,7 +8,7 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::Duration;
 
 use switchblade_core::config::{ConfigError, TokenPayloadSource};
-use switchblade_core::configure::{configure, Configured};
+use switchblade_core::configure::{configure_with_process_key, Configured};
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::observe::{predefined_samples, Metric, Sample};
 use switchblade_core::quota::counters::{Counters, MemoryCounters};
@@ -18,6 +18,7 @@ use switchblade_core::server::Server;
 use crate::abi::{ConfigHost, Ticker, Wakeups};
 use crate::discovery::LiveCatalog;
 use crate::host::StatsHost;
+use crate::process_key::process_key;
 
 /// How often the configuration looks whether a reflection refresh is due.
 const TICK: Duration = Duration::from_millis(500);
@@ -49,7 +50,7 @@ impl Config {
     /// Builds the server, and defines its stats (Envoy allows that only now, while the
     /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &impl StatsHost) -> Result<Self, ConfigError> {
-        let Configured { server, refresher } = configure(bytes)?;
+        let Configured { server, refresher } = configure_with_process_key(bytes, process_key())?;
         if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
             return Err(ConfigError(format!(
                 "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \

@@ -32,6 +32,8 @@ pub const DEADLINE_PASSED: u64 = 1;
 /// The wake-up that says the client cancelled the request (`notifications/cancelled`, heard on
 /// another stream).
 pub const CANCELLED: u64 = 2;
+/// The wake-up that says a task's next poll is due.
+pub const POLL_DUE: u64 = 3;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +77,8 @@ pub struct Exchange {
     deadline: RefCell<Option<Alarm>>,
     /// Listens for the cancellation of a streaming call's request; dropping it stops listening.
     cancel_listener: RefCell<Option<Alarm>>,
+    /// When a task's next poll is due; dropping it cancels it.
+    poll: RefCell<Option<Alarm>>,
 }
 
 impl Exchange {
@@ -89,6 +93,7 @@ impl Exchange {
             poisoned: Cell::new(false),
             deadline: RefCell::new(None),
             cancel_listener: RefCell::new(None),
+            poll: RefCell::new(None),
         }
     }
 
@@ -112,6 +117,7 @@ impl Exchange {
         }
         self.deadline.replace(None);
         self.cancel_listener.replace(None);
+        self.poll.replace(None);
         if self.answered.replace(true) {
             host.reset();
             return;
@@ -250,6 +256,7 @@ impl Exchange {
         match event {
             DEADLINE_PASSED => self.deadline_passed(host),
             CANCELLED => self.cancelled(host),
+            POLL_DUE => self.poll_due(host),
             _ => {}
         }
     }
@@ -363,8 +370,9 @@ impl Exchange {
             };
             let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
             if deferred.is_empty() {
-                if complete {
-                    self.send_reply(host);
+                match complete {
+                    true => self.send_reply(host),
+                    false => self.wake_for_scheduled(host),
                 }
                 return;
             }
@@ -427,6 +435,7 @@ fn timeout_ms(call: &UpstreamCall) -> u64 {
     u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
 }
 
+mod polls;
 mod routed;
 #[cfg(test)]
 mod tests;

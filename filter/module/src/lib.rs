@@ -22,6 +22,7 @@ mod discovery;
 mod exchange;
 mod heard;
 mod host;
+mod process_key;
 
 /// What Envoy's worker threads share must be `Send + Sync`: the core's server, and the
 /// configuration around it.

@@ -26,7 +26,7 @@ use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
 use crate::cancels;
-use crate::clock::{Ending, OpenStream, StreamClock};
+use crate::clock::{Ending, OpenStream, StreamClock, Wake};
 use crate::host_io::{
     buffer, call_out, call_response, client_address, header_value, log_fields, map_bytes, now, token_payload,
     HeaderMapBytes,
@@ -355,6 +355,13 @@ impl Inner {
 
     /// Starts the calls the reply may have out now, and sends it once none is out or waiting.
     fn start_calls(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>) {
+        self.start_calls_from(context_id, weak, false);
+    }
+
+    /// [`Self::start_calls`], from the root context (`from_root`: its tick, or a callout it
+    /// was handed): each callout started is filed with the clock as this request's, for the
+    /// root to hand its answer back.
+    fn start_calls_from(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>, from_root: bool) {
         let Inner {
             server,
             observed,
@@ -367,7 +374,12 @@ impl Inner {
         };
         let start = |call: &UpstreamCall| match call.kind() {
             CallKind::Unary => call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
-                .map(u64::from)
+                .map(|token| {
+                    if from_root {
+                        clock.adopt(token, context_id, weak.clone());
+                    }
+                    u64::from(token)
+                })
                 .map_err(|status| {
                     warn!("cannot call cluster {:?}: {status:?}", call.cluster());
                     format!("{status:?}")
@@ -375,6 +387,14 @@ impl Inner {
             _ => open_stream(call, context_id, clock, weak, self.cancel).map(|token| STREAM | u64::from(token)),
         };
         if !server.start_calls(reply, start, now(), observed) {
+            // A task's next poll: the root context's tick wakes the request then.
+            if let Some(at) = reply.next_wake() {
+                clock.wake(Wake {
+                    at,
+                    context_id,
+                    owner: weak.clone(),
+                });
+            }
             return;
         }
         if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
@@ -463,4 +483,62 @@ pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
             Ending::Cancelled => inner.cancelled(),
         }
     }
+}
+
+/// Starts the calls of the requests whose wake-up is due (a task's next poll), on their
+/// behalf.
+pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
+    for wake in clock.due_wakes(now()) {
+        let Some(inner) = wake.owner.upgrade() else {
+            continue;
+        };
+        if let Err(status) = hostcalls::set_effective_context(wake.context_id) {
+            warn!("cannot act for a request whose poll is due: {status:?}");
+            continue;
+        }
+        let weak = Rc::downgrade(&inner);
+        let Ok(mut inner) = inner.try_borrow_mut() else {
+            continue;
+        };
+        inner.start_calls_from(wake.context_id, &weak, true);
+    }
+}
+
+/// The answer to a callout the root context started for a request (a task's poll): filed
+/// into that request, on its behalf. Whether the callout was one.
+pub(crate) fn answer_adopted_call(
+    clock: &StreamClock<Inner>,
+    token: u32,
+    headers: usize,
+    body_size: usize,
+    trailers: usize,
+) -> bool {
+    let Some((context_id, owner)) = clock.take_adopted(token) else {
+        return false;
+    };
+    let Some(inner) = owner.upgrade() else {
+        return true;
+    };
+    if let Err(status) = hostcalls::set_effective_context(context_id) {
+        warn!("cannot act for a request whose poll was answered: {status:?}");
+        return true;
+    }
+    let weak = Rc::downgrade(&inner);
+    let Ok(mut inner) = inner.try_borrow_mut() else {
+        return true;
+    };
+    {
+        let Inner {
+            server,
+            observed,
+            state,
+            ..
+        } = &mut *inner;
+        if let State::AwaitingUpstream(reply) = state {
+            let read = || call_response(headers, body_size, trailers);
+            server.call_answered(reply, u64::from(token), body_size, read, now(), observed);
+        }
+    }
+    inner.start_calls_from(context_id, &weak, true);
+    true
 }

@@ -18,6 +18,7 @@ mod cancels;
 mod clock;
 mod exchange;
 mod host_io;
+mod process_key;
 mod stats;
 
 use std::rc::Rc;
@@ -28,14 +29,14 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-use switchblade_core::configure::{configure, Configured};
+use switchblade_core::configure::{configure_with_process_key, Configured};
 use switchblade_core::quota::counters::Counters;
 use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
-use crate::exchange::{end_streams_due, Exchange, Inner};
+use crate::exchange::{answer_adopted_call, end_streams_due, wake_due_requests, Exchange, Inner};
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
 
@@ -63,6 +64,9 @@ struct Root {
 
 impl Context for Root {
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
+        if answer_adopted_call(&self.clock, token, headers, body_size, trailers) {
+            return;
+        }
         let Some(refresher) = self.refresher.as_mut() else {
             return;
         };
@@ -113,7 +117,7 @@ impl RootContext for Root {
             }
         };
         let started = hostcalls::get_current_time().ok();
-        match configure(&bytes) {
+        match configure_with_process_key(&bytes, process_key::process_key()) {
             Ok(Configured { server, refresher }) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
@@ -129,10 +133,13 @@ impl RootContext for Root {
                 self.server = Some(Rc::new(server));
                 self.stats = Rc::new(Stats::define());
                 self.stats.record_memory();
-                let streams = self
-                    .server
-                    .as_ref()
-                    .is_some_and(|server| server.catalog().tools().any(|tool| tool.kind != CallKind::Unary));
+                // Streams' deadlines and tasks' polls are kept by the tick too.
+                let streams = self.server.as_ref().is_some_and(|server| {
+                    server
+                        .catalog()
+                        .tools()
+                        .any(|tool| tool.kind != CallKind::Unary || tool.task.is_some())
+                });
                 self.refresher = refresher;
                 // The tick reads reflection when due, and ends streams past their deadline or
                 // cancelled.
@@ -159,6 +166,7 @@ impl RootContext for Root {
     fn on_tick(&mut self) {
         self.refresh_if_due();
         end_streams_due(&self.clock);
+        wake_due_requests(&self.clock);
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {

@@ -1,8 +1,9 @@
 //! The demo gRPC upstream:
 //! `demo-upstream [--grpc ADDR] [--control ADDR] [--reflection WHICH] [--api WHICH]`.
 //!
-//! Serves the demo CatalogService and UserService, and acme.inventory.v1.InventoryService (a
-//! service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
+//! Serves the demo CatalogService, UserService and ExportService (whose jobs are long-running
+//! operations, followed with google.longrunning.Operations on the same server), and
+//! acme.inventory.v1.InventoryService (a service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
 //! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
 //! `v1` or `v1alpha` alone; `off`; `garbage`, answers that are not reflection's; or `lying`,
 //! true answers with fake files beside them, see `switchblade_test_harness::lying_reflection`),
@@ -30,12 +31,15 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use switchblade_test_harness::catalog::Catalog;
 use switchblade_test_harness::control::{Control, StreamMode};
+use switchblade_test_harness::exports::Jobs;
 use switchblade_test_harness::inventory::Inventory;
 use switchblade_test_harness::kitchen_sink::KitchenSink;
 use switchblade_test_harness::lying_reflection::lying_reflection;
 use switchblade_test_harness::proto::catalog::catalog_service_server::CatalogServiceServer;
+use switchblade_test_harness::proto::exports::export_service_server::ExportServiceServer;
 use switchblade_test_harness::proto::inventory::inventory_service_server::InventoryServiceServer;
 use switchblade_test_harness::proto::kitchen_sink::kitchen_sink_service_server::KitchenSinkServiceServer;
+use switchblade_test_harness::proto::longrunning::operations_server::OperationsServer;
 use switchblade_test_harness::proto::rules::rules_service_server::RulesServiceServer;
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::reflection::{descriptor_set, Api, GarbageReflection};
@@ -108,6 +112,8 @@ fn options() -> Result<Options, Box<dyn Error>> {
 async fn main() -> Result<(), Box<dyn Error>> {
     let options = options()?;
     let control = Control::default();
+    // ExportService starts the jobs that Operations, on the same server, follows.
+    let jobs = Jobs::new(control.clone());
 
     let control_listener = tokio::net::TcpListener::bind(options.control).await?;
     let grpc_listener = tokio::net::TcpListener::bind(options.grpc).await?;
@@ -151,7 +157,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .add_service(KitchenSinkServiceServer::new(KitchenSink {
             control: control.clone(),
         }))
-        .add_service(RulesServiceServer::new(Rules { control }))
+        .add_service(RulesServiceServer::new(Rules {
+            control: control.clone(),
+        }))
+        .add_service(ExportServiceServer::new(jobs.clone()))
+        .add_service(OperationsServer::new(jobs))
         .serve_with_incoming_shutdown(
             tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
             shutdown(),

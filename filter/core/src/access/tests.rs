@@ -84,7 +84,7 @@ fn unlisted_allow_opens_unnamed_tools_to_any_verified_caller() {
         policy(r#"{"rules": {"demo.catalog.v1.CatalogService": ["catalog:read"]}, "unlisted": "allow"}"#).unwrap();
     assert!(policy.permits(&BTreeSet::new(), "UserService_GetUser"));
     assert!(!policy.permits(&BTreeSet::new(), "CatalogService_Search"));
-    assert!(Caller::verified(BTreeSet::new()).may_call(Some(&policy), "UserService_GetUser"));
+    assert!(Caller::verified(BTreeSet::new(), "").may_call(Some(&policy), "UserService_GetUser"));
     assert!(!Caller::Unverified("none".into()).may_call(Some(&policy), "UserService_GetUser"));
     assert!(Caller::Anyone.may_call(None, "UserService_GetUser"));
     assert!(!Caller::Anyone.may_call(Some(&policy), "UserService_GetUser"));
@@ -153,12 +153,16 @@ fn grants_come_from_the_payload_in_dynamic_metadata() {
         policy.caller(Some(&bytes)),
         Caller::Verified {
             grants: grants(&["catalog:read", "items:read"]),
-            key: Some("agent-7".into())
+            key: Some("agent-7".into()),
+            identity: r#"[null,"agent-7"]"#.into(),
         }
     );
     // A token without the claim is verified, and grants nothing.
     let bytes = metadata(JWT_AUTHN, "jwt_payload", json!({"scope": ""}));
-    assert_eq!(policy.caller(Some(&bytes)), Caller::verified(BTreeSet::new()));
+    assert_eq!(
+        policy.caller(Some(&bytes)),
+        Caller::verified(BTreeSet::new(), r#"{"scope":""}"#)
+    );
     // Nothing where the payload should be: not verified.
     let elsewhere = metadata(JWT_AUTHN, "other_key", json!({"scope": "catalog:read"}));
     let unverified = |found: Option<&[u8]>| matches!(policy.caller(found), Caller::Unverified(_));
@@ -197,7 +201,7 @@ fn scopes_are_split_on_the_ascii_space_alone() {
         let payload = format!(r#"{{"scope": "{scope}"}}"#);
         assert_eq!(
             policy.caller(Some(payload.as_bytes())),
-            Caller::verified(grants(expected)),
+            Caller::verified(grants(expected), &payload_identity(&payload)),
             "{scope}"
         );
     }
@@ -212,7 +216,7 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let payload = json!({"realm_access": {"roles": ["admin", 7, "viewer"]}}).to_string();
     assert_eq!(
         policy.caller(Some(payload.as_bytes())),
-        Caller::verified(grants(&["admin", "viewer"]))
+        Caller::verified(grants(&["admin", "viewer"]), &payload_identity(&payload))
     );
     // Envoy's formatter writes `-` when the metadata is absent.
     assert!(matches!(policy.caller(Some(b"-")), Caller::Unverified(_)));
@@ -220,7 +224,30 @@ fn a_claim_may_be_an_array_or_nested_and_the_payload_may_come_from_filter_state(
     let wrong_shape = json!({"realm_access": {"roles": {"admin": true}}}).to_string();
     assert_eq!(
         policy.caller(Some(wrong_shape.as_bytes())),
-        Caller::verified(BTreeSet::new())
+        Caller::verified(BTreeSet::new(), &payload_identity(&wrong_shape))
+    );
+}
+
+fn payload_identity(payload: &str) -> String {
+    identity_of(&serde_json::from_str(payload).unwrap())
+}
+
+#[test]
+fn a_callers_identity_is_its_subject_or_its_lasting_claims() {
+    let refreshed = |iat: u64| json!({"iss": "https://idp", "sub": "ada", "iat": iat, "scope": "a"});
+    assert_eq!(identity_of(&refreshed(1)), r#"["https://idp","ada"]"#);
+    assert_eq!(identity_of(&refreshed(1)), identity_of(&refreshed(2)));
+    assert_ne!(
+        identity_of(&refreshed(1)),
+        identity_of(&json!({"iss": "https://other", "sub": "ada"}))
+    );
+    // Without a subject: the claims that last, in one order whatever the token's.
+    let one = json!({"exp": 1, "client_id": "bot", "scope": "a b"});
+    let two = json!({"scope": "a b", "client_id": "bot", "exp": 2, "jti": "x"});
+    assert_eq!(identity_of(&one), identity_of(&two));
+    assert_ne!(
+        identity_of(&one),
+        identity_of(&json!({"client_id": "other", "scope": "a b"}))
     );
 }
 
@@ -296,14 +323,14 @@ fn listed(server: &Server, caller: &Caller) -> Vec<String> {
 #[test]
 fn each_caller_lists_and_pages_through_only_what_it_may_call() {
     let server = guarded_server();
-    let reader = Caller::verified(grants(&["catalog:read"]));
-    let full = Caller::verified(grants(&["catalog:read", "items:read"]));
+    let reader = Caller::verified(grants(&["catalog:read"]), "reader");
+    let full = Caller::verified(grants(&["catalog:read", "items:read"]), "full");
     assert_eq!(listed(&server, &reader), ["CatalogService_Search"]);
     assert_eq!(
         listed(&server, &full),
         ["CatalogService_Search", "CatalogService_GetItem"]
     );
-    assert!(listed(&server, &Caller::verified(BTreeSet::new())).is_empty());
+    assert!(listed(&server, &Caller::verified(BTreeSet::new(), "")).is_empty());
     // The full caller's cursor is not valid in the reader's list.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta()}});
     let (_, first, _) = respond(&server, &modern_headers("tools/list", None), &body, &full);
@@ -322,7 +349,7 @@ fn each_caller_lists_and_pages_through_only_what_it_may_call() {
 #[test]
 fn a_hidden_tool_answers_exactly_like_an_unknown_one_in_both_eras() {
     let server = guarded_server();
-    let reader = Caller::verified(grants(&["catalog:read"]));
+    let reader = Caller::verified(grants(&["catalog:read"]), "reader");
     let mut statuses = Vec::new();
     for name in ["CatalogService_GetItem", "UserService_GetUser", "NoSuchTool"] {
         let params = json!({"_meta": meta(), "name": name, "arguments": {}});

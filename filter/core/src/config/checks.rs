@@ -2,7 +2,8 @@
 //! at fault and what to write instead.
 
 use super::{
-    ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MIN_REFLECTION_INTERVAL_MS,
+    ConfigError, Exposure, PluginConfig, ServiceConfig, TasksConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MAX_TASK_KEYS,
+    MIN_REFLECTION_INTERVAL_MS, MIN_TASK_KEY_BYTES,
 };
 
 /// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
@@ -98,6 +99,7 @@ impl PluginConfig {
         if reflection.timeout_ms == 0 {
             return Err(ConfigError("at `reflection.timeout_ms`: must be greater than 0".into()));
         }
+        self.tasks.check()?;
         if let Some(header) = &self.routing.cluster_header {
             check_metadata_key(header)
                 .map_err(|problem| ConfigError(format!("at `routing.cluster_header`: {problem}")))?;
@@ -128,6 +130,16 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
     }
     if service.max_messages == Some(0) {
         return Err(ConfigError(format!("{}: must be greater than 0", at("max_messages"))));
+    }
+    if service
+        .operations_cluster
+        .as_deref()
+        .is_some_and(|cluster| cluster.trim().is_empty())
+    {
+        return Err(ConfigError(format!(
+            "{}: empty; give the Envoy cluster that serves google.longrunning.Operations for {name}, or leave it out to use `cluster`",
+            at("operations_cluster")
+        )));
     }
     match (service.expose, service.methods.is_empty()) {
         (Exposure::Selected, true) => {
@@ -202,4 +214,38 @@ pub fn parse_selector(selector: &str) -> Option<(&str, &str)> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
     };
     (valid(service) && valid(method) && !method.contains('.')).then_some((service, method))
+}
+
+impl TasksConfig {
+    fn check(&self) -> Result<(), ConfigError> {
+        for (key, value) in [
+            ("poll_interval_ms", self.poll_interval_ms),
+            ("ttl_ms", self.ttl_ms),
+            ("wait_poll_interval_ms", self.wait_poll_interval_ms),
+        ] {
+            if value == 0 {
+                return Err(ConfigError(format!("at `tasks.{key}`: must be greater than 0")));
+            }
+        }
+        if self.keys.len() > MAX_TASK_KEYS {
+            return Err(ConfigError(format!(
+                "at `tasks.keys`: {} keys; at most {MAX_TASK_KEYS} are taken (the one that signs, and the one it replaces while it is rotated out)",
+                self.keys.len()
+            )));
+        }
+        for (index, key) in self.keys.iter().enumerate() {
+            let length = crate::tasks::decode_key(key).map_err(|problem| {
+                ConfigError(format!(
+                    "at `tasks.keys[{index}]`: {problem}; write {MIN_TASK_KEY_BYTES} random bytes or more in base64 (`head -c 32 /dev/urandom | base64`)"
+                ))
+            })?;
+            if length.len() < MIN_TASK_KEY_BYTES {
+                return Err(ConfigError(format!(
+                    "at `tasks.keys[{index}]`: {} bytes; a key takes at least {MIN_TASK_KEY_BYTES} (`head -c 32 /dev/urandom | base64`)",
+                    length.len()
+                )));
+            }
+        }
+        Ok(())
+    }
 }

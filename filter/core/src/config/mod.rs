@@ -69,6 +69,9 @@ pub struct PluginConfig {
     /// How services with `from_reflection` are read.
     #[serde(default)]
     pub reflection: ReflectionConfig,
+    /// Methods that return a `google.longrunning.Operation`, served as MCP tasks.
+    #[serde(default)]
+    pub tasks: TasksConfig,
 }
 
 /// How often, and how patiently, services with `from_reflection` are read again.
@@ -271,6 +274,10 @@ pub struct ServiceConfig {
     /// The messages a streaming tool takes or gathers at most; unset: 100.
     #[serde(default)]
     pub max_messages: Option<usize>,
+    /// The Envoy cluster (HTTP/2) that serves `google.longrunning.Operations` for the
+    /// operations this service's methods start; unset: `cluster`.
+    #[serde(default)]
+    pub operations_cluster: Option<String>,
 }
 
 /// What a tool shows of itself, instead of what the descriptors say.
@@ -290,6 +297,80 @@ pub struct ToolOverride {
     pub timeout_ms: Option<u64>,
     /// The messages this streaming tool takes or gathers at most.
     pub max_messages: Option<usize>,
+    /// For a method that returns `google.longrunning.Operation`: the types of the operation's
+    /// response and metadata, which make it a task tool (in place of, or without, the method's
+    /// `google.longrunning.operation_info` option).
+    pub operation: Option<OperationTypes>,
+}
+
+/// The message types of a long-running operation, as `google.longrunning.OperationInfo` gives
+/// them: relative to the method's package, or fully qualified.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct OperationTypes {
+    /// The message the operation's `response` holds once it is done: the tool's output.
+    pub response_type: String,
+    /// The message the operation's `metadata` holds while it runs (its progress).
+    #[serde(default)]
+    pub metadata_type: Option<String>,
+}
+
+pub const DEFAULT_TASK_POLL_INTERVAL_MS: u64 = 5_000;
+pub const DEFAULT_TASK_TTL_MS: u64 = 86_400_000;
+pub const DEFAULT_TASK_WAIT_POLL_INTERVAL_MS: u64 = 1_000;
+/// A key ring of two lets a key be rotated: add the new one first, then drop the old one once
+/// no task signed with it is still wanted.
+pub const MAX_TASK_KEYS: usize = 2;
+/// HMAC-SHA256 keys shorter than its output would be its weakest part.
+pub const MIN_TASK_KEY_BYTES: usize = 32;
+
+/// Long-running operations as MCP tasks: how task ids are signed, and the timings told to
+/// clients and kept by the gateway.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TasksConfig {
+    /// Keys (base64, at least 32 bytes each) that authenticate task ids with HMAC-SHA256: the
+    /// first signs new ids, every one is accepted (at most two, to rotate a key). The same keys
+    /// on every Envoy let any of them answer any poll. Unset: each Envoy makes a key of its
+    /// own when it starts, and refuses the ids of the others.
+    pub keys: Vec<String>,
+    /// `pollIntervalMs`: how long task clients are asked to wait between polls.
+    pub poll_interval_ms: u64,
+    /// `ttlMs`: how long after its creation a task id is honoured.
+    pub ttl_ms: u64,
+    /// How often the gateway polls an operation itself for a caller that did not declare
+    /// tasks, within the tool's deadline.
+    pub wait_poll_interval_ms: u64,
+    /// This Envoy's own key, for a configuration without `keys`: made by the host when it
+    /// starts, never read from the configuration.
+    #[serde(skip)]
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub process_key: Option<ProcessKey>,
+}
+
+/// A key a host made for itself (random, 32 bytes).
+#[derive(Clone, PartialEq, Eq)]
+pub struct ProcessKey(pub [u8; 32]);
+
+impl fmt::Debug for ProcessKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // A key never goes to a log, not even a debug print.
+        f.write_str("ProcessKey(..)")
+    }
+}
+
+impl Default for TasksConfig {
+    fn default() -> Self {
+        TasksConfig {
+            keys: Vec::new(),
+            poll_interval_ms: DEFAULT_TASK_POLL_INTERVAL_MS,
+            ttl_ms: DEFAULT_TASK_TTL_MS,
+            wait_poll_interval_ms: DEFAULT_TASK_WAIT_POLL_INTERVAL_MS,
+            process_key: None,
+        }
+    }
 }
 
 /// MCP tool annotations.

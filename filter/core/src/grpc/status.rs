@@ -33,6 +33,7 @@ pub const CANCELLED: u32 = 1;
 pub const UNKNOWN: u32 = 2;
 pub const INVALID_ARGUMENT: u32 = 3;
 pub const DEADLINE_EXCEEDED: u32 = 4;
+pub const NOT_FOUND: u32 = 5;
 pub const PERMISSION_DENIED: u32 = 7;
 pub const RESOURCE_EXHAUSTED: u32 = 8;
 pub const UNIMPLEMENTED: u32 = 12;

@@ -20,13 +20,23 @@ use crate::grpc::status::{
     status_name, CANCELLED, DEADLINE_EXCEEDED, INVALID_ARGUMENT, OK, RESOURCE_EXHAUSTED, UNAVAILABLE,
 };
 use crate::http::Refusal;
+use crate::tasks::task_id::TaskRefusal;
 
 /// Where hosts put the access-log fields: the Wasm filter's filter state
 /// `wasm.switchblade.<field>` (proxy-wasm prefixes the key), the module's `switchblade.<field>`.
 pub const LOG_NAMESPACE: &str = "switchblade";
 
 /// The JSON-RPC methods counted by name; any other is counted as `other`.
-const COUNTED_METHODS: [&str; 5] = ["initialize", "ping", "tools/list", "tools/call", "server/discover"];
+const COUNTED_METHODS: [&str; 8] = [
+    "initialize",
+    "ping",
+    "tools/list",
+    "tools/call",
+    "server/discover",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+];
 
 /// Access-log values longer than this are cut (an argument path comes from the client).
 const MAX_LOG_VALUE_CHARS: usize = 256;
@@ -71,6 +81,51 @@ impl CallOutcome {
     }
 }
 
+/// What one call in a task's life found: the method that starts the operation, or a call to
+/// the Operations service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskOutcome {
+    /// A task was made and answered at once.
+    Created,
+    /// The operation runs.
+    Working,
+    /// The operation is done with its response.
+    Completed,
+    /// The operation is done with an error (the task is `completed`, its result a tool error).
+    OperationError,
+    /// The operation is done, cancelled.
+    Cancelled,
+    /// The gateway waited for a caller without tasks, and the tool's deadline passed.
+    StillRunning,
+    /// The Operations service does not know the operation.
+    NotFound,
+    /// The call failed (unavailable, a deadline, an answer that is not an Operation...).
+    UpstreamError,
+}
+
+impl TaskOutcome {
+    pub fn label(self) -> &'static str {
+        match self {
+            TaskOutcome::Created => "task_created",
+            TaskOutcome::Working => "working",
+            TaskOutcome::Completed => "completed",
+            TaskOutcome::OperationError => "operation_error",
+            TaskOutcome::Cancelled => "cancelled",
+            TaskOutcome::StillRunning => "still_running",
+            TaskOutcome::NotFound => "not_found",
+            TaskOutcome::UpstreamError => "upstream_error",
+        }
+    }
+}
+
+/// One call in a task's life: the tool, the MCP method it served, what it found.
+#[derive(Debug, Clone)]
+pub struct TaskStepRecord {
+    tool: Arc<Tool>,
+    pub method: &'static str,
+    pub outcome: TaskOutcome,
+}
+
 /// One tool call: which tool, how it ended, how long the upstream took.
 #[derive(Debug, Clone)]
 pub struct ToolCallRecord {
@@ -96,6 +151,10 @@ pub struct Observations {
     protocol_version: Option<&'static str>,
     methods: Vec<&'static str>,
     tool_calls: Vec<ToolCallRecord>,
+    task_steps: Vec<TaskStepRecord>,
+    task_refusals: Vec<TaskRefusal>,
+    /// The long-running operations the request started or asked about, by name.
+    operations: Vec<String>,
 }
 
 impl Observations {
@@ -158,6 +217,33 @@ impl Observations {
         });
     }
 
+    pub(crate) fn task_step(&mut self, tool: &Arc<Tool>, method: &'static str, outcome: TaskOutcome) {
+        self.task_steps.push(TaskStepRecord {
+            tool: Arc::clone(tool),
+            method,
+            outcome,
+        });
+    }
+
+    pub(crate) fn task_refused(&mut self, refusal: TaskRefusal) {
+        self.task_refusals.push(refusal);
+    }
+
+    /// An operation the request started or asked about (once per request and name).
+    pub(crate) fn operation(&mut self, name: &str) {
+        if !self.operations.iter().any(|known| known == name) {
+            self.operations.push(name.to_owned());
+        }
+    }
+
+    pub fn task_steps(&self) -> &[TaskStepRecord] {
+        &self.task_steps
+    }
+
+    pub fn task_refusals(&self) -> &[TaskRefusal] {
+        &self.task_refusals
+    }
+
     pub fn refusal(&self) -> Option<Refusal> {
         self.refusal
     }
@@ -199,6 +285,20 @@ impl Observations {
                 });
             }
         }
+        for step in &self.task_steps {
+            samples.push(Sample {
+                metric: Metric::TaskSteps,
+                labels: vec![&step.tool.name, step.method, step.outcome.label()],
+                value: 1,
+            });
+        }
+        for refusal in &self.task_refusals {
+            samples.push(Sample {
+                metric: Metric::TaskRefusals,
+                labels: vec![refusal.label()],
+                value: 1,
+            });
+        }
         samples
     }
 
@@ -215,7 +315,7 @@ impl Observations {
     pub fn log_fields(&self) -> Vec<(&'static str, String)> {
         let calls = &self.tool_calls;
         let joined = |values: Vec<&str>| cut(&values.join(","));
-        let mut fields = Vec::with_capacity(7);
+        let mut fields = Vec::with_capacity(8);
         let mut push = |name: &'static str, value: String| {
             if !value.is_empty() {
                 fields.push((name, value));
@@ -239,6 +339,10 @@ impl Observations {
         push(
             "refused_path",
             joined(calls.iter().filter_map(|call| call.refused_path.as_deref()).collect()),
+        );
+        push(
+            "operation",
+            joined(self.operations.iter().map(String::as_str).collect()),
         );
         fields
     }

@@ -24,6 +24,11 @@ pub enum Metric {
     /// Refreshes of the services read through gRPC server reflection, by outcome (`changed`,
     /// `unchanged`, `failed`).
     ReflectionRefreshes,
+    /// Calls in tasks' lives (a task tool's method, `GetOperation`, `CancelOperation`), by
+    /// tool, the MCP method they served and what they found.
+    TaskSteps,
+    /// Task requests refused with no upstream call, by reason.
+    TaskRefusals,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,12 +38,14 @@ pub enum MetricKind {
 }
 
 impl Metric {
-    pub const ALL: [Metric; 5] = [
+    pub const ALL: [Metric; 7] = [
         Metric::ToolCalls,
         Metric::ToolUpstreamMs,
         Metric::Requests,
         Metric::HttpRefusals,
         Metric::ReflectionRefreshes,
+        Metric::TaskSteps,
+        Metric::TaskRefusals,
     ];
 
     pub fn name(self) -> &'static str {
@@ -48,6 +55,8 @@ impl Metric {
             Metric::Requests => "requests",
             Metric::HttpRefusals => "http_refusals",
             Metric::ReflectionRefreshes => "reflection_refreshes",
+            Metric::TaskSteps => "task_steps",
+            Metric::TaskRefusals => "task_refusals",
         }
     }
 
@@ -65,6 +74,8 @@ impl Metric {
             Metric::Requests => &["method", "protocol_version"],
             Metric::HttpRefusals => &["reason"],
             Metric::ReflectionRefreshes => &["outcome"],
+            Metric::TaskSteps => &["tool", "method", "outcome"],
+            Metric::TaskRefusals => &["reason"],
         }
     }
 }

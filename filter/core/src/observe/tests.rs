@@ -96,7 +96,7 @@ fn the_modules_names_come_back_the_same() {
 fn predefined_label_sets_cover_each_method_version_refusal_and_tool_success() {
     let samples = predefined_samples(&["A", "B"]);
     let count = |metric| samples.iter().filter(|sample| sample.metric == metric).count();
-    assert_eq!(count(Metric::Requests), 6 * 5);
+    assert_eq!(count(Metric::Requests), 9 * 5);
     assert_eq!(count(Metric::HttpRefusals), Refusal::ALL.len());
     assert_eq!(count(Metric::ToolCalls), 2);
     assert_eq!(count(Metric::ToolUpstreamMs), 2);

@@ -21,7 +21,7 @@ pub mod schema;
 
 mod decimal;
 mod form;
-mod time;
+pub(crate) mod time;
 mod well_known;
 pub(crate) mod wire;
 

@@ -13,7 +13,9 @@ use prost::Message;
 use crate::grpc::call_end::CallEnd;
 use crate::grpc::status::{status_name, OK};
 
-/// The method's HTTP/2 path.
+/// The service and method, as a gRPC client names them, and the method's HTTP/2 path.
+pub const RATE_LIMIT_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitService";
+pub const SHOULD_RATE_LIMIT: &str = "ShouldRateLimit";
 pub const SHOULD_RATE_LIMIT_PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
 /// The descriptor keys (see the README's fleet recipe).

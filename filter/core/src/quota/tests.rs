@@ -572,10 +572,11 @@ fn callers_are_keyed_by_address_without_the_port_or_by_the_tokens_claim() {
     let verified = Caller::Verified {
         grants: Default::default(),
         key: Some("agent-7".into()),
+        identity: String::new(),
     };
     assert_eq!(quota.caller_key(&verified, Some("1.2.3.4:5")), "agent-7");
     assert_eq!(
-        quota.caller_key(&Caller::verified(Default::default()), None),
+        quota.caller_key(&Caller::verified(Default::default(), ""), None),
         super::UNKNOWN_CALLER
     );
 }

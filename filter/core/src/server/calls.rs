@@ -21,9 +21,9 @@ use crate::grpc::status::DEADLINE_EXCEEDED;
 use crate::grpc::timeout as grpc_timeout;
 use crate::http::{header_pairs, HttpResponse, Refusal};
 use crate::observe::Observations;
-use crate::quota::rls::{verdict, Verdict};
+use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_PATH};
 use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
-use crate::upstream::{RateLimitCheck, UpstreamCall};
+use crate::upstream::{RateLimitCheck, Redirect, UpstreamCall};
 
 impl Server {
     /// Starts the calls the reply may have out now (at most `limits.max_calls_in_flight`; the
@@ -41,6 +41,8 @@ impl Server {
         // Calls that fail to start free their place at once: start until none is left that may.
         loop {
             reply.release_checked();
+            // A task's next call, due now, joins the calls waiting.
+            reply.release_due(now);
             let calls = reply.take_calls_to_start();
             if calls.is_empty() {
                 return reply.is_complete();
@@ -94,7 +96,11 @@ impl Server {
         admission.taken = true;
         let counters = admission.counters.clone();
         let caller = admission.caller.clone();
-        let calls: Vec<UpstreamCall> = reply.waiting_mut().drain(..).collect();
+        // A task's polls of its operation are not tool calls: only the call that starts the
+        // operation is counted.
+        let (polls, calls): (Vec<UpstreamCall>, Vec<UpstreamCall>) =
+            reply.waiting_mut().drain(..).partition(UpstreamCall::polls_operation);
+        reply.waiting_mut().extend(polls);
         if let Some(counters) = &counters {
             if let Err(limited) = quota.take_every_tool(counters, &caller, calls.len(), now) {
                 for call in &calls {
@@ -115,9 +121,14 @@ impl Server {
             if let (Some(service), Some(frame)) = (quota.service(), quota.check_frame(&caller, &call.tool)) {
                 let timeout = Duration::from_millis(service.timeout_ms);
                 call.check = Some(Box::new(RateLimitCheck {
-                    cluster: service.cluster.clone(),
-                    timeout,
-                    grpc_timeout: grpc_timeout(timeout),
+                    target: Redirect {
+                        cluster: service.cluster.clone(),
+                        service: RATE_LIMIT_SERVICE,
+                        method: SHOULD_RATE_LIMIT,
+                        path: SHOULD_RATE_LIMIT_PATH,
+                        timeout,
+                        grpc_timeout: grpc_timeout(timeout),
+                    },
                     frame,
                 }));
             }
@@ -126,7 +137,7 @@ impl Server {
     }
 
     /// A call about to start takes its place among its rule's calls in flight (a rate limit
-    /// check takes none).
+    /// check or a task's poll takes none).
     fn take_place_in_flight(&self, reply: &Reply, call: &mut UpstreamCall, now: Duration) -> Result<(), Limited> {
         let (Some(quota), Some(counters)) = (
             &self.quota,
@@ -137,10 +148,10 @@ impl Server {
         ) else {
             return Ok(());
         };
-        if call.is_rate_limit_check() {
+        if call.is_rate_limit_check() || call.polls_operation() {
             return Ok(());
         }
-        call.lease = quota.lease(counters, &call.tool, now)?;
+        call.lease = quota.lease(counters, &call.tool, now)?.map(Box::new);
         Ok(())
     }
 

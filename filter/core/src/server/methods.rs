@@ -9,6 +9,7 @@ use crate::eras::{check_modern_request, supported_versions, Era, LEGACY_VERSIONS
 use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
 use crate::observe::Observations;
 use crate::proto_json::json_type;
+use crate::tasks::{TASKS_EXTENSION, TASKS_VERSION};
 
 impl Server {
     pub(super) fn handle_message(
@@ -83,12 +84,26 @@ impl Server {
             (Era::Modern, "server/discover") => Answer::raw(id, &self.discover_result),
             (_, "tools/list") => self.tools_list(context, id, &params)?,
             (_, "tools/call") => return self.call_tool(context, id, &params, slot, observed),
+            (_, method) if method.starts_with("tasks/") => {
+                return self.task_request(context, id, method, &params, slot, observed)
+            }
             _ => return Err(method_not_found(era, id, method)),
         };
         Ok(Handled::Answer(answer))
     }
 
     fn initialize(&self, params: &Map<String, Value>) -> Value {
+        let mut result = self.initialize_result(params);
+        let speaks_tasks = result.get("protocolVersion").and_then(Value::as_str) == Some(TASKS_VERSION);
+        // Tasks are the 2025-11-25 utility: declared to clients that speak that version.
+        let capabilities = result.get_mut("capabilities").and_then(Value::as_object_mut);
+        if let (true, Some(capabilities)) = (self.offers_tasks() && speaks_tasks, capabilities) {
+            capabilities.insert("tasks".into(), super::tasks::legacy_capability());
+        }
+        result
+    }
+
+    fn initialize_result(&self, params: &Map<String, Value>) -> Value {
         let requested = params.get("protocolVersion").and_then(Value::as_str);
         let version = requested
             .and_then(|requested| LEGACY_VERSIONS.iter().find(|known| **known == requested))
@@ -145,11 +160,15 @@ impl Server {
 }
 
 /// The `server/discover` result, rendered once per configuration.
-pub(super) fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64) -> String {
+pub(super) fn discover_result(server_info: &Value, instructions: Option<&str>, ttl_ms: u64, tasks: bool) -> String {
+    let capabilities = match tasks {
+        true => json!({"tools": {}, "extensions": {TASKS_EXTENSION: {}}}),
+        false => json!({"tools": {}}),
+    };
     let mut result = json!({
         "resultType": "complete",
         "supportedVersions": supported_versions(),
-        "capabilities": {"tools": {}},
+        "capabilities": capabilities,
         "ttlMs": ttl_ms,
         "cacheScope": "public",
         "_meta": { SERVER_INFO_META: server_info },
@@ -160,7 +179,7 @@ pub(super) fn discover_result(server_info: &Value, instructions: Option<&str>, t
     result.to_string()
 }
 
-fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
+pub(super) fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
     let message = match (era, method) {
         (Era::Modern, "initialize" | "ping" | "logging/setLevel") => format!(
             "Method not found: {method} is not part of protocol version {MODERN_VERSION} (handshake-era versions served: {})",

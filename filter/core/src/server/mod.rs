@@ -17,6 +17,7 @@ pub mod calls;
 pub mod methods;
 pub mod reply;
 mod stream_result;
+pub(crate) mod tasks;
 pub mod tool_call;
 pub mod tool_result;
 
@@ -108,6 +109,8 @@ pub struct Server {
     routing: Routing,
     /// The rate limits and concurrency caps per tool and caller, if any are configured.
     quota: Option<Quota>,
+    /// Task ids' keys and the timings of task tools.
+    tasks: tasks::TaskSettings,
 }
 
 /// What every message of one POST shares.
@@ -176,7 +179,13 @@ impl Server {
         let access = AccessPolicy::build(config, &catalog)?;
         let quota = Quota::build(config, &catalog)?;
         let tools_list = ToolsListPages::public(&catalog, &style);
-        let discover_result = methods::discover_result(&server_info, identity.instructions.as_deref(), ttl_ms);
+        let task_settings = tasks::TaskSettings::new(&config.tasks, &catalog);
+        let discover_result = methods::discover_result(
+            &server_info,
+            identity.instructions.as_deref(),
+            ttl_ms,
+            task_settings.offered,
+        );
         Ok(Server {
             mcp_path: config.mcp_path.clone(),
             catalog,
@@ -196,6 +205,7 @@ impl Server {
             },
             routing: config.routing.clone(),
             quota,
+            tasks: task_settings,
         })
     }
 

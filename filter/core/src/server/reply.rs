@@ -67,6 +67,8 @@ pub struct Reply {
     max_in_flight: usize,
     /// Calls planned and not yet started, in order.
     waiting: VecDeque<UpstreamCall>,
+    /// Calls that may start only at a time on the host's clock (a task's next poll).
+    scheduled: Vec<(Duration, UpstreamCall)>,
     /// Calls out.
     out: Vec<CallOut>,
     /// `limits.max_response_bytes`, which a stream of answers keeps to over all its messages.
@@ -129,6 +131,7 @@ impl Reply {
             max_batch_bytes: limits.batch_reply_bytes(),
             max_in_flight: limits.max_calls_in_flight,
             waiting: VecDeque::new(),
+            scheduled: Vec::new(),
             out: Vec::new(),
             max_response_bytes: limits.max_response_bytes,
             progress: None,
@@ -211,7 +214,7 @@ impl Reply {
         let unary = self
             .waiting
             .front()
-            .is_some_and(|call| call.kind() == CallKind::Unary && !call.is_rate_limit_check());
+            .is_some_and(|call| call.kind() == CallKind::Unary && !call.is_rate_limit_check() && !call.is_task_step());
         if lone && unary {
             return self.waiting.pop_front();
         }
@@ -323,12 +326,42 @@ impl Reply {
     /// Whether every response is there: no call waits to start or is out.
     pub fn is_complete(&self) -> bool {
         self.waiting.is_empty()
+            && self.scheduled.is_empty()
             && self.out.is_empty()
             && self
                 .admission
                 .as_ref()
                 .is_none_or(|admission| admission.checked.is_empty())
             && (self.whole.is_some() || self.slots.iter().all(Option::is_some))
+    }
+
+    /// When the host is to start calls again although none has ended: the time of the first
+    /// call scheduled (on the host's clock, as `now` of [`Server::start_calls`](super::Server::start_calls)),
+    /// if no call is out to wake it before.
+    pub fn next_wake(&self) -> Option<Duration> {
+        self.scheduled.iter().map(|(at, _)| *at).min()
+    }
+
+    /// Keeps `call` (whose slot is already kept) to start at `at`.
+    pub(crate) fn schedule(&mut self, call: UpstreamCall, at: Duration) {
+        self.scheduled.push((at, call));
+    }
+
+    /// Moves the calls scheduled at or before `now` to those waiting to start.
+    pub(crate) fn release_due(&mut self, now: Duration) {
+        let (due, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.scheduled)
+            .into_iter()
+            .partition(|(at, _)| *at <= now);
+        self.scheduled = later;
+        self.waiting.extend(due.into_iter().map(|(_, call)| call));
+    }
+
+    /// Takes out every call scheduled for later.
+    pub(crate) fn take_scheduled(&mut self) -> Vec<UpstreamCall> {
+        std::mem::take(&mut self.scheduled)
+            .into_iter()
+            .map(|(_, call)| call)
+            .collect()
     }
 
     /// Where the next response goes.
@@ -349,7 +382,7 @@ impl Reply {
 
     /// Whether any call was planned.
     pub(crate) fn has_calls(&self) -> bool {
-        !self.waiting.is_empty() || !self.out.is_empty()
+        !self.waiting.is_empty() || !self.scheduled.is_empty() || !self.out.is_empty()
     }
 
     pub(crate) fn fill(&mut self, slot: usize, answer: Answer) {

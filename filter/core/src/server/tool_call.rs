@@ -54,6 +54,9 @@ impl Server {
             };
             return Err(RpcError::new(id, INVALID_PARAMS, message));
         };
+        // A task tool's call is a task, or waits for its operation; a task asked of another
+        // tool is refused before its arguments are read.
+        let task = self.call_purpose(context, id, tool, params)?;
         let empty = Value::Object(Map::new());
         let arguments = match params.get("arguments") {
             None | Some(Value::Null) => &empty,
@@ -73,6 +76,7 @@ impl Server {
                     frames,
                     call_metadata(tool, context.headers),
                 );
+                call.task = task.map(Box::new);
                 // Progress goes on an SSE answer to one call, when the client reads SSE.
                 if !context.batch && tool.kind.receives_many() && context.headers.accepts_event_stream() {
                     call.progress_token = progress_token(params);
@@ -189,7 +193,7 @@ fn stream_items<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Vec<Value>,
 
 /// The service's static metadata, then each forwarded header the request carries (a static
 /// key is not overridden by a client).
-fn call_metadata(tool: &Tool, headers: &McpHeaders) -> Vec<(String, String)> {
+pub(super) fn call_metadata(tool: &Tool, headers: &McpHeaders) -> Vec<(String, String)> {
     let mut metadata = tool.metadata.clone();
     for (name, value) in &headers.forwarded {
         if !metadata.iter().any(|(key, _)| key == name) {

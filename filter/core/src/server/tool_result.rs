@@ -33,6 +33,9 @@ impl Server {
         now: Duration,
         observed: &mut Observations,
     ) {
+        if call.task.is_some() {
+            return self.file_task_step(reply, call, end, now, observed);
+        }
         let (status, outcome) = self.outcome(&call.tool, end);
         observed.call_ended(&call.tool, status, call.upstream_time(now));
         let result = match &outcome {
@@ -120,6 +123,13 @@ impl Server {
     /// Written as text: every successful call comes through here, and the structured
     /// content is already JSON text.
     pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
+        Answer::raw(id, &self.tool_result_json(result, era == Era::Modern, None))
+    }
+
+    /// A `CallToolResult` as JSON text: modern results carry `resultType` and the server's
+    /// identity; a legacy one may carry `_meta` (`legacy_meta`, an object's JSON: the task a
+    /// 2025-11-25 `tasks/result` belongs to).
+    pub(super) fn tool_result_json(&self, result: &ToolResult<'_>, modern: bool, legacy_meta: Option<&str>) -> String {
         let mut json = String::with_capacity(2 * result.text.len() + result.structured.map_or(0, str::len) + 160);
         json.push_str(r#"{"content":[{"type":"text","text":"#);
         write_string(&mut json, result.text);
@@ -133,33 +143,37 @@ impl Server {
         } else {
             r#","isError":false"#
         });
-        if era == Era::Modern {
+        if modern {
             json.push_str(r#","resultType":"complete""#);
         }
-        match (result.retry_after_ms, era) {
-            (None, Era::Modern) => {
+        match (result.retry_after_ms, modern, legacy_meta) {
+            (None, true, _) => {
                 json.push_str(r#","_meta":"#);
                 json.push_str(&self.result_meta);
             }
-            (None, Era::Legacy(_)) => {}
-            (Some(ms), era) => {
+            (None, false, Some(meta)) => {
+                json.push_str(r#","_meta":"#);
+                json.push_str(meta);
+            }
+            (None, false, None) => {}
+            (Some(ms), modern, _) => {
                 json.push_str(r#","_meta":{""#);
                 json.push_str(RETRY_AFTER_META);
                 json.push_str(r#"":"#);
                 json.push_str(&ms.to_string());
                 // The server's identity after it, in the modern era: `{"io…/serverInfo": …}`
                 // without its opening brace.
-                match era {
-                    Era::Modern => {
+                match modern {
+                    true => {
                         json.push(',');
                         json.push_str(self.result_meta.get(1..).unwrap_or("}"));
                     }
-                    Era::Legacy(_) => json.push('}'),
+                    false => json.push('}'),
                 }
             }
         }
         json.push('}');
-        Answer::raw(id, &json)
+        json
     }
 }
 
@@ -174,7 +188,7 @@ pub(super) fn failure(tool: &Tool, status: u32, message: &str) -> (u32, Result<S
 
 /// `Service/Method failed with gRPC status NAME (code): message`, with a readable message
 /// (a wire `grpc-message` is decoded by the caller).
-fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
+pub(super) fn grpc_failure_text(tool: &Tool, status: u32, message: &str) -> String {
     let mut text = format!(
         "{} failed with gRPC status {} ({status})",
         rpc_name(tool),

@@ -700,3 +700,81 @@ fn exchange_messages(exchange: &Exchange, stream: &FakeStream) {
     exchange.call_heard(stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
     exchange.call_heard(stream, 1, CallPart::Data(&event_frame(1)));
 }
+
+/// A task tool's call from a caller without tasks: the Operation it starts is polled when the
+/// exchange is woken, and the result goes once it is done. Task calls are never routed.
+#[test]
+fn a_task_tools_call_waits_for_its_operation_between_wake_ups() {
+    use prost::Message;
+    use switchblade_core::tasks::operation::{Any, Operation};
+
+    let config = config(
+        r#"{"services": {"demo.exports.v1.ExportService": {"cluster": "exports", "operations_cluster": "ops"}},
+            "routing": {"cluster_header": "x-switchblade-cluster"},
+            "tasks": {"keys": ["BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc="], "wait_poll_interval_ms": 50}}"#,
+    );
+    let exchange = exchange(config);
+    let stream = FakeStream::request("POST", "/mcp", &[("mcp-protocol-version", "2025-06-18")]);
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ExportService_ExportCatalog","arguments":{}}}"#;
+    assert_eq!(post(exchange, &stream, body), Verdict::Buffer, "called out, not routed");
+    let answer = |call: u64, operation: Operation| {
+        let message = operation.encode_to_vec();
+        let mut frame = vec![0];
+        frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+        frame.extend_from_slice(&message);
+        exchange.call_heard(
+            &stream,
+            call,
+            CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+        );
+        exchange.call_heard(&stream, call, CallPart::Data(&frame));
+        exchange.call_heard(
+            &stream,
+            call,
+            CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+        );
+        exchange.call_ended(&stream, call, false);
+    };
+    let path = |index: usize| {
+        let started = stream.started.borrow();
+        let (cluster, headers) = &started[index];
+        let path = headers
+            .iter()
+            .find(|(name, _)| name == ":path")
+            .map(|(_, value)| value.clone());
+        (cluster.clone(), path.unwrap_or_default())
+    };
+    assert_eq!(
+        path(0),
+        ("exports".into(), "/demo.exports.v1.ExportService/ExportCatalog".into())
+    );
+    let running = Operation {
+        name: "operations/export-1".into(),
+        ..Operation::default()
+    };
+    answer(1, running.clone());
+    assert!(stream.sent.borrow().is_empty(), "waiting");
+    assert_eq!(*stream.alarms.borrow(), [POLL_DUE]);
+    // Woken early (before the poll interval), it asks again; Envoy wakes it when asked.
+    exchange.wake(&stream, POLL_DUE);
+    assert_eq!(stream.started.borrow().len(), 1);
+    assert_eq!(*stream.alarms.borrow(), [POLL_DUE, POLL_DUE]);
+    std::thread::sleep(std::time::Duration::from_millis(60));
+    exchange.wake(&stream, POLL_DUE);
+    assert_eq!(
+        path(1),
+        ("ops".into(), "/google.longrunning.Operations/GetOperation".into())
+    );
+    let done = Operation {
+        done: true,
+        response: Some(Any {
+            type_url: "type.googleapis.com/demo.exports.v1.ExportCatalogResponse".into(),
+            value: vec![0x10, 0x02],
+        }),
+        ..running
+    };
+    answer(2, done);
+    let sent = stream.sent.borrow();
+    let answer: Value = serde_json::from_slice(&sent[0].2).unwrap();
+    assert_eq!(tool_result(&answer)["structuredContent"]["item_count"], 2);
+}

@@ -1,0 +1,39 @@
+//! The key this Envoy signs task ids with when a configuration has no `tasks.keys`. Each
+//! worker runs a VM of its own, and a poll may reach any worker: so the VMs agree on one key
+//! through proxy-wasm's shared data (one store per VM id, for the whole Envoy process). The
+//! first VM to look makes it; every other reads it.
+
+use log::warn;
+use proxy_wasm::hostcalls;
+use proxy_wasm::types::Status;
+
+const SHARED_KEY: &str = "switchblade.tasks.process_key";
+/// A check-and-set value no entry has in practice (Envoy numbers them from 1 up, one per
+/// write): the set inserts the key where none is, and fails where another VM put one first.
+const ONLY_IF_ABSENT: u32 = u32::MAX;
+
+/// The Envoy's key: the one in shared data, or a fresh one put there first.
+pub(crate) fn process_key() -> Option<[u8; 32]> {
+    if let Some(key) = shared() {
+        return Some(key);
+    }
+    let mut fresh = [0; 32];
+    if let Err(error) = getrandom::fill(&mut fresh) {
+        warn!("cannot make this Envoy's task key: {error}; set tasks.keys");
+        return None;
+    }
+    match hostcalls::set_shared_data(SHARED_KEY, Some(&fresh), Some(ONLY_IF_ABSENT)) {
+        Ok(()) | Err(Status::CasMismatch) => {}
+        Err(status) => warn!("cannot share this Envoy's task key between its workers: {status:?}"),
+    }
+    // Whoever won the race, its key is the one every VM uses.
+    shared().or_else(|| {
+        warn!("this Envoy's task key is not in shared data: this worker signs with a key of its own; set tasks.keys");
+        Some(fresh)
+    })
+}
+
+fn shared() -> Option<[u8; 32]> {
+    let (value, _) = hostcalls::get_shared_data(SHARED_KEY).ok()?;
+    value?.try_into().ok()
+}
