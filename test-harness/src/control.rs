@@ -79,6 +79,15 @@ struct Seen {
     metadata: BTreeMap<String, BTreeMap<String, String>>,
 }
 
+/// A call in the delay; dropped when it leaves, however it leaves.
+struct Waiting(Arc<AtomicU64>);
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 impl Control {
     /// Records one call to `method` (`/package.Service/Method`) and its metadata, then waits
     /// out the delay.
@@ -92,8 +101,9 @@ impl Control {
         if delay > 0 {
             let now = self.waiting.fetch_add(1, Ordering::SeqCst) + 1;
             self.most_waiting.fetch_max(now, Ordering::SeqCst);
+            // A call its client resets is dropped mid-sleep: the guard still counts it out.
+            let _left = Waiting(Arc::clone(&self.waiting));
             tokio::time::sleep(Duration::from_millis(delay)).await;
-            self.waiting.fetch_sub(1, Ordering::SeqCst);
         }
     }
 

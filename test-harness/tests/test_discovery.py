@@ -251,7 +251,8 @@ def test_an_unknown_service_is_named_with_the_ones_offered(upstream: Upstream, v
         address = f"127.0.0.1:{server.grpc_port}"
         assert failure("--reflect", address, *services(INVENTORY, "acme.inventory.v1.Inventory")) == (
             f"--reflect {address}: the server does not know the service acme.inventory.v1.Inventory; it offers: "
-            f"{CATALOG}, {USERS}, {INVENTORY}, {KITCHEN_SINK}, test.rules.v1.RulesService")
+            f"{CATALOG}, {USERS}, {INVENTORY}, {KITCHEN_SINK}, test.rules.v1.RulesService, "
+            "google.longrunning.Operations, demo.exports.v1.ExportService")
 
 
 def test_nothing_listening_and_no_grpc_are_told_apart(upstream: Upstream) -> None:

@@ -103,7 +103,7 @@ def eventually(prometheus: Prometheus, promql: str, names: tuple[str, ...], expe
 
     try:
         wait_until(matches, f"Prometheus: {promql}", timeout=30)
-    except AssertionError as error:
+    except (AssertionError, TimeoutError) as error:
         raise AssertionError(f"{promql} answered {seen[0] if seen else None}, expected {expected}") from error
 
 
@@ -114,15 +114,16 @@ def test_prometheus_counts_each_call_by_tool_and_status(observed: Observed) -> N
         ("UserService_GetUser", "OK"): 3,
         ("UserService_GetUser", "NOT_FOUND"): 2,
         ("UserService_GetUser", "INVALID_ARGUMENT"): 1,
+        ("KitchenSinkService_Echo", "INVALID_ARGUMENT"): 1,
         ("CatalogService_GetItem", "OK"): 2,
     })
     # A tool the catalog does not have made no series. (The module defines each tool's success
     # series up front, at 0: only those that counted something are compared.)
     assert by_labels(prometheus.query("count by (outcome) (switchblade_tool_calls > 0)"), "outcome") == {
-        ("success",): 2, ("tool_error",): 1, ("invalid_arguments",): 1,
+        ("success",): 2, ("tool_error",): 1, ("invalid_arguments",): 2,
     }
     eventually(prometheus, "sum by (method, protocol_version) (switchblade_requests) > 0", ("method", "protocol_version"), {
-        ("tools/call", VERSION): 9,
+        ("tools/call", VERSION): 10,
         ("tools/list", VERSION): 1,
     })
     eventually(prometheus, "sum by (reason) (switchblade_http_refusals) > 0", ("reason",), {("unsupported_media_type",): 1})
@@ -246,7 +247,7 @@ def test_every_bootstrap_ships_the_tag_extraction_the_cli_prints() -> None:
          "--service", "demo.users.v1.UserService=demo_grpc", "--format", "envoy"],
         cwd=REPO, capture_output=True, text=True, check=True, timeout=60,
     ).stdout
-    expected = stats_tags(yaml.safe_load(printed[printed.index("stats_config:"):]))
+    expected = stats_tags(yaml.safe_load(printed[printed.index("\nstats_config:"):]))
     assert [tag["tag_name"] for tag in expected] == [
         "tool", "outcome", "grpc_status", "method", "protocol_version", "reason"]
     for path in sorted((REPO / "envoy").glob("*.yaml")):
