@@ -6,7 +6,7 @@ the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's
 so every request counted is a call that reached the upstream. The whole set runs --runs times,
 round after round; figures and ratios are medians over the rounds, with their spread.
 
-Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghipqr]
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghiklpqr]
                 [--runs N] [--no-pin] [--json PATH] [--smoke]
 """
 
@@ -262,7 +262,9 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                # A 100-message server stream: Switchblade (q as a module, r in Wasm) against the
                # REST transcoder streaming it (p); per request is per stream, so the ratios hold
                # per message too.
-               ("q", "p"), ("r", "p")]
+               ("q", "p"), ("r", "p"),
+               # Rate limits that never trigger, against none (#26).
+               ("k", "e"), ("l", "h")]
 
 
 def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
@@ -307,9 +309,10 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
     parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--systems", default="abcdefghipqr",
+    parser.add_argument("--systems", default="abcdefghiklpqr",
                         help="which systems to run (letters; f and g are floors of Switchblade's cost; p, q "
-                             "and r read a 100-message server stream)")
+                             "and r read a 100-message server stream; k and l are e and h with rate limits "
+                             "that never trigger)")
     parser.add_argument("--runs", type=int, default=3,
                         help="rounds of every system, one after another; figures are medians over them")
     parser.add_argument("--no-pin", action="store_true",

@@ -130,6 +130,18 @@ def streaming_plugin() -> dict[str, Any]:
     return plugin
 
 
+def limited_plugin() -> dict[str, Any]:
+    """The benchmark's catalog with rate limits and a cap in flight that never trigger: what the
+    limits' bookkeeping costs on every call (#26)."""
+    plugin = switchblade_plugin()
+    plugin["limits"] = {"rules": [
+        {"match": f"{SERVICE}/GetItem", "requests_per_second": 1000000, "burst": 1000000},
+        {"match": SERVICE, "max_in_flight": 100000},
+        {"match": "*", "requests_per_second": 1000000, "burst": 1000000},
+    ]}
+    return plugin
+
+
 def switchblade(wasm: str, plugin: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     return [
         {"name": "switchblade", "typed_config": {
@@ -238,6 +250,15 @@ SYSTEMS = [
            body=tools_call("CatalogService_GetItem", modern=True), headers=modern_headers("CatalogService_GetItem"),
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=mcp_result(structured=True)),
+    # (e) and (h) with rate limits that never trigger.
+    System("k", "Switchblade with rate limits that never trigger (MCP)", "http", path="/mcp",
+           body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade(wasm, limited_plugin()), router()],
+           check=mcp_result(structured=True)),
+    System("l", "Switchblade as a dynamic module with rate limits that never trigger (MCP)", "http", path="/mcp",
+           body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade_module(limited_plugin()), router()],
+           check=mcp_result(structured=True), module=True),
     # A 100-message server stream: the REST transcoder streams it as a JSON array; Switchblade
     # gathers it into one tool result.
     System("p", "Envoy grpc_json_transcoder, a 100-message server stream (REST)", "http", path=STREAM_PATH,

@@ -19,7 +19,7 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
     table = run.stdout
-    for key in "abcdefghipqrLS":
+    for key in "abcdefghiklpqrLS":
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
     # The ratios of Switchblade to the REST transcoder and to the native MCP chain, per concurrency.
     ratios = re.findall(r"^\| \((\w)\)/\((\w)\) \| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table,
@@ -27,7 +27,8 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     assert [row[:3] for row in ratios] == [
         ("e", "c", "1"), ("e", "c", "4"), ("e", "d", "1"), ("e", "d", "4"), ("i", "d", "1"), ("i", "d", "4"),
         ("h", "c", "1"), ("h", "c", "4"), ("h", "d", "1"), ("h", "d", "4"),
-        ("q", "p", "1"), ("q", "p", "4"), ("r", "p", "1"), ("r", "p", "4")], table
+        ("q", "p", "1"), ("q", "p", "4"), ("r", "p", "1"), ("r", "p", "4"),
+        ("k", "e", "1"), ("k", "e", "4"), ("l", "h", "1"), ("l", "h", "4")], table
     # The streams per message: messages per second and Envoy CPU per 1000 messages.
     for key in "pqr":
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \| \d+\.\d{{4}} \|", table.split("Streams, per message:")[1],

@@ -5,7 +5,7 @@ use base64::Engine;
 use serde_json::{json, Map, Value};
 
 use crate::http::McpHeaders;
-use crate::jsonrpc::{RpcError, HEADER_MISMATCH, INVALID_PARAMS, UNSUPPORTED_PROTOCOL_VERSION};
+use crate::jsonrpc::{RpcError, HEADER_MISMATCH, INVALID_PARAMS, METHOD_NOT_FOUND, UNSUPPORTED_PROTOCOL_VERSION};
 
 /// The stateless revision: no handshake, metadata on every request.
 pub const MODERN_VERSION: &str = "2026-07-28";
@@ -204,6 +204,22 @@ pub fn decode_header_value(value: &str) -> Option<String> {
         return None;
     }
     String::from_utf8(bytes).ok()
+}
+
+/// `Method not found`, worded for the era: a handshake method in 2026-07-28 names the versions
+/// that have it.
+pub(crate) fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
+    let message = match (era, method) {
+        (Era::Modern, "initialize" | "ping" | "logging/setLevel") => format!(
+            "Method not found: {method} is not part of protocol version {MODERN_VERSION} (handshake-era versions served: {})",
+            LEGACY_VERSIONS.join(", ")
+        ),
+        (Era::Modern, "subscriptions/listen") => "Method not found: subscriptions/listen is not served; \
+             the tool list changes when Envoy reconfigures the filter or gRPC server reflection finds a changed API, so list again after ttlMs"
+            .to_owned(),
+        _ => format!("Method not found: {method}"),
+    };
+    RpcError::new(id, METHOD_NOT_FOUND, message)
 }
 
 #[cfg(test)]

@@ -1,16 +1,9 @@
 //! Switchblade's core: everything the filter does, with no host calls. It reads the plugin
 //! configuration, builds the tool catalog and its JSON Schemas, answers MCP JSON-RPC in both
 //! protocol eras, checks and transcodes tool arguments, and turns upstream gRPC replies into
-//! tool results. A host adapter (the proxy-wasm filter in `filter/wasm`) moves bytes between
-//! Envoy and [`server::Server`], and makes the calls the server asks for.
-//!
-//! Where to edit:
-//! - a new MCP method: [`server::methods`];
-//! - a new proto-to-JSON rule: [`proto_json`] (the one table the schemas, the gate and the
-//!   error wording read);
-//! - a `buf.validate` rule: [`proto_json::rules`] (read, checked, and written into schemas);
-//! - the upstream call path: [`upstream`];
-//! - what is counted and logged: [`observe`].
+//! tool results. A host (the proxy-wasm filter in `filter/wasm`, the dynamic module in
+//! `filter/module`) moves bytes between Envoy and [`server::Server`], and makes the calls the
+//! server asks for. Where to edit what: the README's "How it works".
 
 pub mod access;
 pub mod cancel;

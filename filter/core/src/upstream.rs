@@ -16,8 +16,8 @@ use crate::eras::Era;
 use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
 use crate::http::HeaderPair;
 use crate::quota::counters::Lease;
-use crate::server::tasks::TaskStep;
 use crate::streams::CallKind;
+use crate::tasks::step::TaskStep;
 
 /// What of the original request a routed call keeps: route matching needs the scheme, logs
 /// and traces the request id.

@@ -26,7 +26,7 @@ use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
 use crate::cancels;
-use crate::clock::{Ending, OpenStream, StreamClock, Wake};
+use crate::clock::{OpenStream, StreamClock, Wake};
 use crate::host_io::{
     buffer, call_out, call_response, client_address, header_value, log_fields, map_bytes, now, token_payload,
     HeaderMapBytes,
@@ -34,7 +34,7 @@ use crate::host_io::{
 use crate::stats::Stats;
 
 /// Marks a gRPC stream's token in the reply's books, apart from callouts' tokens.
-const STREAM: u64 = 1 << 32;
+pub(crate) const STREAM: u64 = 1 << 32;
 
 pub(crate) enum State {
     PassThrough,
@@ -290,7 +290,7 @@ impl Inner {
 
     /// The client cancelled the request: its streams are cancelled already; it is answered
     /// with no JSON-RPC response.
-    fn cancelled(&mut self) {
+    pub(crate) fn cancelled(&mut self) {
         let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) else {
             return;
         };
@@ -358,10 +358,28 @@ impl Inner {
         self.start_calls_from(context_id, weak, false);
     }
 
+    /// The answer to a callout the root context started for this request (a task's poll),
+    /// with its headers, body size and trailers; then the calls that may start next.
+    pub(crate) fn adopted_call_answered(
+        &mut self,
+        token: u32,
+        (headers, body_size, trailers): (usize, usize, usize),
+        context_id: u32,
+        weak: &Weak<RefCell<Inner>>,
+    ) {
+        if let State::AwaitingUpstream(reply) = &mut self.state {
+            let read = || call_response(headers, body_size, trailers);
+            let observed = &mut self.observed;
+            self.server
+                .call_answered(reply, u64::from(token), body_size, read, now(), observed);
+        }
+        self.start_calls_from(context_id, weak, true);
+    }
+
     /// [`Self::start_calls`], from the root context (`from_root`: its tick, or a callout it
     /// was handed): each callout started is filed with the clock as this request's, for the
     /// root to hand its answer back.
-    fn start_calls_from(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>, from_root: bool) {
+    pub(crate) fn start_calls_from(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>, from_root: bool) {
         let Inner {
             server,
             observed,
@@ -456,89 +474,4 @@ fn open_stream(
         owner: weak.clone(),
     });
     Ok(token)
-}
-
-/// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
-/// their requests: each is cancelled; a deadline's call ends with the messages so far as its
-/// result, a cancelled request with no response.
-pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
-    for (stream, ending) in clock.take_ending(now(), cancels::is_cancelled) {
-        let Some(inner) = stream.owner.upgrade() else {
-            continue;
-        };
-        // Host calls from here act on the request's stream, not the root context's.
-        if let Err(status) = hostcalls::set_effective_context(stream.context_id) {
-            warn!("cannot act for a request whose stream ends ({ending:?}): {status:?}");
-            continue;
-        }
-        if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
-            warn!("cannot cancel a gRPC stream ({ending:?}): {status:?}");
-        }
-        let weak = Rc::downgrade(&inner);
-        let Ok(mut inner) = inner.try_borrow_mut() else {
-            continue;
-        };
-        match ending {
-            Ending::Deadline => inner.ended(STREAM | u64::from(stream.token), true, stream.context_id, &weak),
-            Ending::Cancelled => inner.cancelled(),
-        }
-    }
-}
-
-/// Starts the calls of the requests whose wake-up is due (a task's next poll), on their
-/// behalf.
-pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
-    for wake in clock.due_wakes(now()) {
-        let Some(inner) = wake.owner.upgrade() else {
-            continue;
-        };
-        if let Err(status) = hostcalls::set_effective_context(wake.context_id) {
-            warn!("cannot act for a request whose poll is due: {status:?}");
-            continue;
-        }
-        let weak = Rc::downgrade(&inner);
-        let Ok(mut inner) = inner.try_borrow_mut() else {
-            continue;
-        };
-        inner.start_calls_from(wake.context_id, &weak, true);
-    }
-}
-
-/// The answer to a callout the root context started for a request (a task's poll): filed
-/// into that request, on its behalf. Whether the callout was one.
-pub(crate) fn answer_adopted_call(
-    clock: &StreamClock<Inner>,
-    token: u32,
-    headers: usize,
-    body_size: usize,
-    trailers: usize,
-) -> bool {
-    let Some((context_id, owner)) = clock.take_adopted(token) else {
-        return false;
-    };
-    let Some(inner) = owner.upgrade() else {
-        return true;
-    };
-    if let Err(status) = hostcalls::set_effective_context(context_id) {
-        warn!("cannot act for a request whose poll was answered: {status:?}");
-        return true;
-    }
-    let weak = Rc::downgrade(&inner);
-    let Ok(mut inner) = inner.try_borrow_mut() else {
-        return true;
-    };
-    {
-        let Inner {
-            server,
-            observed,
-            state,
-            ..
-        } = &mut *inner;
-        if let State::AwaitingUpstream(reply) = state {
-            let read = || call_response(headers, body_size, trailers);
-            server.call_answered(reply, u64::from(token), body_size, read, now(), observed);
-        }
-    }
-    inner.start_calls_from(context_id, &weak, true);
-    true
 }

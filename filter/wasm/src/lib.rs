@@ -20,6 +20,7 @@ mod exchange;
 mod host_io;
 mod process_key;
 mod stats;
+mod tick;
 
 use std::rc::Rc;
 use std::sync::Arc;
@@ -36,9 +37,10 @@ use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
 use crate::clock::{StreamClock, STREAM_TICK};
-use crate::exchange::{answer_adopted_call, end_streams_due, wake_due_requests, Exchange, Inner};
+use crate::exchange::{Exchange, Inner};
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
+use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);

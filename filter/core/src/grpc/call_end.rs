@@ -65,7 +65,7 @@ pub struct CallResponse {
 }
 
 /// What a host has read of an answer it heard whole: headers, body and trailers.
-pub type WholeAnswer = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);
+pub type WholeCallResponse = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);
 
 /// One part of a call's answer, as a host hears it.
 #[derive(Debug)]

@@ -26,7 +26,7 @@ mod refresher;
 
 use acceptance::{answering_files, Protected};
 use protocol::{read_answer, Heard, Question, Version};
-pub use protocol::{ReflectionAnswer, ReflectionCall};
+pub use protocol::{ReflectionCall, ReflectionCallEnd};
 pub use refreshed::{Declined, Refreshed, Step};
 pub use refresher::Refresher;
 
@@ -204,7 +204,7 @@ impl Discovery {
     }
 
     /// Files how call `id` ended, at `now` on the host's clock.
-    pub fn file(&mut self, id: u64, answer: ReflectionAnswer<'_>, now: Duration) -> Step {
+    pub fn file(&mut self, id: u64, answer: ReflectionCallEnd<'_>, now: Duration) -> Step {
         let Some(mut round) = self.round.take() else {
             return Step::Wait;
         };
@@ -247,7 +247,7 @@ impl Discovery {
     /// Reads one call's answer to `questions` into the round.
     fn read(
         &mut self,
-        answer: ReflectionAnswer<'_>,
+        answer: ReflectionCallEnd<'_>,
         target: usize,
         questions: &[Question],
         round: &mut Round,

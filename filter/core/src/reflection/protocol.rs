@@ -61,12 +61,12 @@ impl Question {
 /// `grpc.reflection.v1.ServerReflectionResponse`, the answers read here (others are skipped).
 #[derive(Clone, PartialEq, Message)]
 pub(super) struct ReflectionResponse {
-    #[prost(oneof = "Answer", tags = "4, 7")]
-    pub(super) answer: Option<Answer>,
+    #[prost(oneof = "MessageResponse", tags = "4, 7")]
+    pub(super) message_response: Option<MessageResponse>,
 }
 
 #[derive(Clone, PartialEq, prost::Oneof)]
-pub(super) enum Answer {
+pub(super) enum MessageResponse {
     #[prost(message, tag = "4")]
     Files(FileDescriptorResponse),
     #[prost(message, tag = "7")]
@@ -147,7 +147,7 @@ impl ReflectionCall {
 
 /// How one call ended, as the host saw it.
 #[derive(Debug, Clone, Copy)]
-pub enum ReflectionAnswer<'a> {
+pub enum ReflectionCallEnd<'a> {
     Http {
         headers: &'a [HeaderPair<'a>],
         body: &'a [u8],
@@ -160,7 +160,7 @@ pub enum ReflectionAnswer<'a> {
 /// One file of an answer: decoded, for its name, imports and declarations (without its source
 /// info), and its bytes as the server encoded them (custom options kept), with only the
 /// comments of its source info.
-pub(super) struct AnsweredFile {
+pub(super) struct ReceivedFile {
     pub(super) proto: FileDescriptorProto,
     pub(super) bytes: Vec<u8>,
 }
@@ -169,14 +169,14 @@ pub(super) struct AnsweredFile {
 pub(super) enum Heard {
     /// This version of the service is not there.
     Unimplemented,
-    Files(Vec<AnsweredFile>),
+    Files(Vec<ReceivedFile>),
 }
 
 /// Reads one call's answer: its files, or why it has none.
-pub(super) fn read_answer(answer: ReflectionAnswer<'_>) -> Result<Heard, String> {
+pub(super) fn read_answer(answer: ReflectionCallEnd<'_>) -> Result<Heard, String> {
     let (headers, body, trailers) = match answer {
-        ReflectionAnswer::Failed(reason) => return Err(format!("the reflection call failed: {reason}")),
-        ReflectionAnswer::Http {
+        ReflectionCallEnd::Failed(reason) => return Err(format!("the reflection call failed: {reason}")),
+        ReflectionCallEnd::Http {
             headers,
             body,
             trailers,
@@ -193,13 +193,13 @@ pub(super) fn read_answer(answer: ReflectionAnswer<'_>) -> Result<Heard, String>
     for frame in unframe_all(body).map_err(|problem| format!("a garbled reflection answer: {problem}"))? {
         let response =
             ReflectionResponse::decode(frame).map_err(|error| format!("a garbled reflection answer: {error}"))?;
-        match response.answer {
-            Some(Answer::Files(answered)) => {
+        match response.message_response {
+            Some(MessageResponse::Files(answered)) => {
                 for bytes in answered.file_descriptor_proto {
                     files.push(answered_file(&bytes)?);
                 }
             }
-            Some(Answer::Error(error)) => {
+            Some(MessageResponse::Error(error)) => {
                 return Err(format!(
                     "reflection answered {}: {}",
                     status_name(u32::try_from(error.error_code).unwrap_or(2)),
@@ -212,7 +212,7 @@ pub(super) fn read_answer(answer: ReflectionAnswer<'_>) -> Result<Heard, String>
     Ok(Heard::Files(files))
 }
 
-fn answered_file(bytes: &[u8]) -> Result<AnsweredFile, String> {
+fn answered_file(bytes: &[u8]) -> Result<ReceivedFile, String> {
     // Decoded for its name, imports and declarations; kept as it came, for its options.
     let mut proto =
         FileDescriptorProto::decode(bytes).map_err(|error| format!("a garbled file descriptor: {error}"))?;
@@ -220,7 +220,7 @@ fn answered_file(bytes: &[u8]) -> Result<AnsweredFile, String> {
         return Err("a file descriptor without a name".into());
     }
     proto.source_code_info = None;
-    Ok(AnsweredFile {
+    Ok(ReceivedFile {
         proto,
         bytes: keep_only_comments(bytes).map_err(|error| format!("a garbled file descriptor: {error}"))?,
     })

@@ -7,8 +7,8 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use super::{Discovery, ReflectionAnswer, ReflectionCall, Refreshed, Step, MAX_ANSWER_BYTES};
-use crate::grpc::call_end::{CallPart, CallResponse, WholeAnswer};
+use super::{Discovery, ReflectionCall, ReflectionCallEnd, Refreshed, Step, MAX_ANSWER_BYTES};
+use crate::grpc::call_end::{CallPart, CallResponse, WholeCallResponse};
 use crate::http::header_pairs;
 
 /// One configuration's reflection refreshes, as a host drives them.
@@ -61,12 +61,12 @@ impl Refresher {
         let (id, response) = self.out.remove(&token)?;
         let step = if reset {
             let reason = "the call was reset (a connection failure, the timeout, or no healthy upstream)";
-            self.discovery.file(id, ReflectionAnswer::Failed(reason), now)
+            self.discovery.file(id, ReflectionCallEnd::Failed(reason), now)
         } else if response.size() > MAX_ANSWER_BYTES {
             self.too_large(id, response.size(), now)
         } else {
             let (headers, body, trailers) = response.parts();
-            let answer = ReflectionAnswer::Http {
+            let answer = ReflectionCallEnd::Http {
                 headers: &headers,
                 body,
                 trailers: &trailers,
@@ -82,7 +82,7 @@ impl Refresher {
         &mut self,
         token: u64,
         body_size: usize,
-        read: impl FnOnce() -> WholeAnswer,
+        read: impl FnOnce() -> WholeCallResponse,
         now: Duration,
         start: impl FnMut(&ReflectionCall) -> Result<u64, String>,
     ) -> Option<Refreshed> {
@@ -92,7 +92,7 @@ impl Refresher {
         } else {
             let (headers, body, trailers) = read();
             let (headers, trailers) = (header_pairs(&headers), header_pairs(&trailers));
-            let answer = ReflectionAnswer::Http {
+            let answer = ReflectionCallEnd::Http {
                 headers: &headers,
                 body: &body,
                 trailers: &trailers,
@@ -104,7 +104,7 @@ impl Refresher {
 
     fn too_large(&mut self, id: u64, size: usize, now: Duration) -> Step {
         let reason = format!("an answer of {size} bytes, over {MAX_ANSWER_BYTES}");
-        self.discovery.file(id, ReflectionAnswer::Failed(&reason), now)
+        self.discovery.file(id, ReflectionCallEnd::Failed(&reason), now)
     }
 
     /// Does what filing an answer asked for: starts the next round's calls (filing at once
@@ -129,7 +129,7 @@ impl Refresher {
                 }
                 Err(reason) => {
                     let reason = format!("cannot call cluster {:?}: {reason}", call.cluster());
-                    self.discovery.file(call.id, ReflectionAnswer::Failed(&reason), now)
+                    self.discovery.file(call.id, ReflectionCallEnd::Failed(&reason), now)
                 }
             };
             match step {

@@ -1,5 +1,5 @@
 use super::acceptance::Asked;
-use super::protocol::{Answer, ErrorResponse, FileDescriptorResponse, ReflectionRequest, ReflectionResponse};
+use super::protocol::{ErrorResponse, FileDescriptorResponse, MessageResponse, ReflectionRequest, ReflectionResponse};
 use super::*;
 use crate::grpc::frame::{grpc_frame, unframe_all};
 use crate::http::HeaderPair;
@@ -69,7 +69,7 @@ fn serve(pool: &DescriptorPool, call: &ReflectionCall, behaviour: Behaviour) -> 
             Question::FileByFilename(name) => pool.get_file_by_name(&name),
         };
         let answer = match file {
-            None => Answer::Error(ErrorResponse {
+            None => MessageResponse::Error(ErrorResponse {
                 error_code: 5,
                 error_message: "not found".into(),
             }),
@@ -78,13 +78,18 @@ fn serve(pool: &DescriptorPool, call: &ReflectionCall, behaviour: Behaviour) -> 
                 if behaviour != Behaviour::FileOnly {
                     files.extend(file.dependencies());
                 }
-                Answer::Files(FileDescriptorResponse {
+                MessageResponse::Files(FileDescriptorResponse {
                     // Encoded with their custom options, as a server sends them.
                     file_descriptor_proto: files.iter().map(FileDescriptor::encode_to_vec).collect(),
                 })
             }
         };
-        body.extend(grpc_frame(&ReflectionResponse { answer: Some(answer) }.encode_to_vec()));
+        body.extend(grpc_frame(
+            &ReflectionResponse {
+                message_response: Some(answer),
+            }
+            .encode_to_vec(),
+        ));
     }
     (headers, body, true)
 }
@@ -103,7 +108,7 @@ fn refresh(discovery: &mut Discovery, pool: &DescriptorPool, behaviour: Behaviou
             .iter()
             .map(|(name, value)| (name.as_str(), value.as_slice()))
             .collect();
-        let answer = ReflectionAnswer::Http {
+        let answer = ReflectionCallEnd::Http {
             headers: &headers,
             body: &body,
             trailers: if trailers { &OK_TRAILERS } else { &[] },
@@ -267,7 +272,7 @@ fn file_one(
     trailers: &[HeaderPair<'_>],
 ) -> Refreshed {
     let call = discovery.start(Duration::ZERO).remove(0);
-    let answer = ReflectionAnswer::Http {
+    let answer = ReflectionCallEnd::Http {
         headers,
         body,
         trailers,
@@ -298,7 +303,7 @@ fn garbled_answers_fail_the_refresh_and_name_the_problem() {
         (
             grpc_frame(
                 &ReflectionResponse {
-                    answer: Some(Answer::Files(FileDescriptorResponse {
+                    message_response: Some(MessageResponse::Files(FileDescriptorResponse {
                         file_descriptor_proto: vec![vec![0x0a, 0x05, b'x']],
                     })),
                 }
@@ -321,9 +326,11 @@ fn garbled_answers_fail_the_refresh_and_name_the_problem() {
     );
     let mut discovery = self::discovery(&config);
     let call = discovery.start(Duration::ZERO).remove(0);
-    let Step::Done(refreshed) =
-        discovery.file(call.id, ReflectionAnswer::Failed("no healthy upstream"), Duration::ZERO)
-    else {
+    let Step::Done(refreshed) = discovery.file(
+        call.id,
+        ReflectionCallEnd::Failed("no healthy upstream"),
+        Duration::ZERO,
+    ) else {
         panic!("expected the end");
     };
     assert_eq!(
@@ -426,12 +433,12 @@ fn refresh_answering(discovery: &mut Discovery, answer: impl Fn(&ReflectionCall)
                 file_descriptor_proto: answer(&call),
             };
             let response = ReflectionResponse {
-                answer: Some(Answer::Files(files)),
+                message_response: Some(MessageResponse::Files(files)),
             };
             body.extend(grpc_frame(&response.encode_to_vec()));
         }
         let headers: [(&str, &[u8]); 1] = [(":status", b"200")];
-        let answer = ReflectionAnswer::Http {
+        let answer = ReflectionCallEnd::Http {
             headers: &headers,
             body: &body,
             trailers: &OK_TRAILERS,
@@ -918,7 +925,7 @@ mod refresher {
         let mut refresher = new_refresher();
         refresher.tick(Duration::ZERO, host(&started));
         let (token, _) = started.borrow_mut().pop().unwrap();
-        let read = || -> crate::grpc::call_end::WholeAnswer { panic!("read an answer over the limit") };
+        let read = || -> crate::grpc::call_end::WholeCallResponse { panic!("read an answer over the limit") };
         let done = refresher.answered(token, MAX_ANSWER_BYTES + 1, read, Duration::ZERO, host(&started));
         assert!(failure(done.unwrap()).contains("over 16777216"));
     }

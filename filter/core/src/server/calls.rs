@@ -16,7 +16,7 @@ use super::tool_result::ToolResult;
 use super::{Reply, Server};
 use crate::cancel::CANCELLED_COMMENT;
 use crate::config::FailureMode;
-use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeAnswer};
+use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallResponse};
 use crate::grpc::status::DEADLINE_EXCEEDED;
 use crate::grpc::timeout as grpc_timeout;
 use crate::http::{header_pairs, HttpResponse, Refusal};
@@ -267,7 +267,7 @@ impl Server {
         reply: &mut Reply,
         token: u64,
         body_size: usize,
-        read: impl FnOnce() -> WholeAnswer,
+        read: impl FnOnce() -> WholeCallResponse,
         now: Duration,
         observed: &mut Observations,
     ) {

@@ -3,10 +3,12 @@
 
 use serde_json::{json, Map, Value};
 
-use super::reply::Answer;
+use super::reply::RpcResponse;
 use super::{Handled, RequestContext, Server};
-use crate::eras::{check_modern_request, supported_versions, Era, LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META};
-use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST, METHOD_NOT_FOUND};
+use crate::eras::{
+    check_modern_request, method_not_found, supported_versions, Era, LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META,
+};
+use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::json_type;
 use crate::tasks::{TASKS_EXTENSION, TASKS_VERSION};
@@ -22,14 +24,14 @@ impl Server {
         let era = context.era;
         let incoming = match jsonrpc::classify(message) {
             Ok(incoming) => incoming,
-            Err(error) => return Handled::Answer(Answer::error(era, &error)),
+            Err(error) => return Handled::Response(RpcResponse::error(era, &error)),
         };
         match incoming {
             Incoming::Notification { method, params } => match cancelled_request(era, &method, params.as_ref()) {
                 Some(request_id) => Handled::Cancel(request_id),
                 None => Handled::Nothing,
             },
-            Incoming::Response if era == Era::Modern => Handled::Answer(Answer::error(
+            Incoming::Response if era == Era::Modern => Handled::Response(RpcResponse::error(
                 era,
                 &RpcError::new(
                     &Value::Null,
@@ -44,7 +46,7 @@ impl Server {
                 observed.request(&method);
                 match self.handle_request(context, &id, &method, params, slot, observed) {
                     Ok(handled) => handled,
-                    Err(error) => Handled::Answer(Answer::error(era, &error)),
+                    Err(error) => Handled::Response(RpcResponse::error(era, &error)),
                 }
             }
         }
@@ -79,9 +81,9 @@ impl Server {
                     "Invalid Request: initialize must not be part of a JSON-RPC batch",
                 ))
             }
-            (Era::Legacy(_), "initialize") => Answer::raw(id, &self.initialize(&params).to_string()),
-            (Era::Legacy(_), "ping") => Answer::raw(id, "{}"),
-            (Era::Modern, "server/discover") => Answer::raw(id, &self.discover_result),
+            (Era::Legacy(_), "initialize") => RpcResponse::raw(id, &self.initialize(&params).to_string()),
+            (Era::Legacy(_), "ping") => RpcResponse::raw(id, "{}"),
+            (Era::Modern, "server/discover") => RpcResponse::raw(id, &self.discover_result),
             (_, "tools/list") => self.tools_list(context, id, &params)?,
             (_, "tools/call") => return self.call_tool(context, id, &params, slot, observed),
             (_, method) if method.starts_with("tasks/") => {
@@ -89,7 +91,7 @@ impl Server {
             }
             _ => return Err(method_not_found(era, id, method)),
         };
-        Ok(Handled::Answer(answer))
+        Ok(Handled::Response(answer))
     }
 
     fn initialize(&self, params: &Map<String, Value>) -> Value {
@@ -125,7 +127,7 @@ impl Server {
         context: &RequestContext<'_>,
         id: &Value,
         params: &Map<String, Value>,
-    ) -> Result<Answer, RpcError> {
+    ) -> Result<RpcResponse, RpcError> {
         let era = context.era;
         let cursor = match params.get("cursor") {
             None | Some(Value::Null) => None,
@@ -143,7 +145,10 @@ impl Server {
             )
         };
         match &self.access {
-            None => Ok(Answer::raw(id, self.tools_list.result(era, cursor).map_err(invalid)?)),
+            None => Ok(RpcResponse::raw(
+                id,
+                self.tools_list.result(era, cursor).map_err(invalid)?,
+            )),
             Some(_) => {
                 // The tools this caller may call; a cursor from another caller's list is
                 // refused like any foreign cursor.
@@ -153,7 +158,7 @@ impl Server {
                     .map(|tool| context.caller.may_call(self.access.as_ref(), &tool.name))
                     .collect();
                 let pages = self.private_lists.pages(&self.catalog, visible);
-                Ok(Answer::raw(id, pages.result(era, cursor).map_err(invalid)?))
+                Ok(RpcResponse::raw(id, pages.result(era, cursor).map_err(invalid)?))
             }
         }
     }
@@ -177,20 +182,6 @@ pub(super) fn discover_result(server_info: &Value, instructions: Option<&str>, t
         map.insert("instructions".into(), json!(instructions));
     }
     result.to_string()
-}
-
-pub(super) fn method_not_found(era: Era, id: &Value, method: &str) -> RpcError {
-    let message = match (era, method) {
-        (Era::Modern, "initialize" | "ping" | "logging/setLevel") => format!(
-            "Method not found: {method} is not part of protocol version {MODERN_VERSION} (handshake-era versions served: {})",
-            LEGACY_VERSIONS.join(", ")
-        ),
-        (Era::Modern, "subscriptions/listen") => "Method not found: subscriptions/listen is not served; \
-             the tool list changes when Envoy reconfigures the filter or gRPC server reflection finds a changed API, so list again after ttlMs"
-            .to_owned(),
-        _ => format!("Method not found: {method}"),
-    };
-    RpcError::new(id, METHOD_NOT_FOUND, message)
 }
 
 /// The request a `notifications/cancelled` names, in the handshake eras (in 2026-07-28 a client

@@ -40,7 +40,7 @@ use crate::quota::Quota;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use reply::Reply;
-use reply::{refuse_batch, Admission, Answer};
+use reply::{refuse_batch, Admission, RpcResponse};
 use tool_call::argument_duplicate;
 
 /// A refusal of the whole POST, before any message is handled.
@@ -130,7 +130,7 @@ struct RequestContext<'a> {
 enum Handled {
     /// Nothing to answer (a notification, or a client's response).
     Nothing,
-    Answer(Answer),
+    Response(RpcResponse),
     Call(UpstreamCall),
     /// A `notifications/cancelled` for this request id.
     Cancel(Value),
@@ -424,7 +424,7 @@ impl Server {
         for message in messages {
             match self.handle_message(context, message, reply.next_slot(), observed) {
                 Handled::Nothing => {}
-                Handled::Answer(answer) => reply.answered(answer),
+                Handled::Response(answer) => reply.answered(answer),
                 Handled::Call(call) => reply.awaiting(call),
                 Handled::Cancel(request_id) => cancelled = Some(request_id),
             }

@@ -20,24 +20,24 @@ use crate::upstream::UpstreamCall;
 
 /// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
 #[derive(Debug)]
-pub(crate) struct Answer {
+pub(crate) struct RpcResponse {
     pub(crate) id: Value,
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
 }
 
-impl Answer {
+impl RpcResponse {
     /// A success whose result is already JSON text.
-    pub(crate) fn raw(id: &Value, result_json: &str) -> Answer {
-        Answer {
+    pub(crate) fn raw(id: &Value, result_json: &str) -> RpcResponse {
+        RpcResponse {
             id: id.clone(),
             status: 200,
             body: jsonrpc::success_raw(id, result_json),
         }
     }
 
-    pub(crate) fn error(era: Era, error: &RpcError) -> Answer {
-        Answer {
+    pub(crate) fn error(era: Era, error: &RpcError) -> RpcResponse {
+        RpcResponse {
             id: error.id.clone(),
             status: era.error_status(error.code),
             body: jsonrpc::encode(&error.to_value()),
@@ -58,7 +58,7 @@ struct CallOut {
 pub struct Reply {
     batch: bool,
     /// One response per request in the body; `None` while its call is out.
-    slots: Vec<Option<Answer>>,
+    slots: Vec<Option<RpcResponse>>,
     /// The bytes of the responses so far, which a batch's bound counts.
     bytes: usize,
     /// `limits.max_batch_reply_bytes`.
@@ -369,7 +369,7 @@ impl Reply {
         self.slots.len()
     }
 
-    pub(crate) fn answered(&mut self, answer: Answer) {
+    pub(crate) fn answered(&mut self, answer: RpcResponse) {
         let answer = self.bounded(answer);
         self.slots.push(Some(answer));
     }
@@ -385,7 +385,7 @@ impl Reply {
         !self.waiting.is_empty() || !self.scheduled.is_empty() || !self.out.is_empty()
     }
 
-    pub(crate) fn fill(&mut self, slot: usize, answer: Answer) {
+    pub(crate) fn fill(&mut self, slot: usize, answer: RpcResponse) {
         let answer = self.bounded(answer);
         if let Some(slot) = self.slots.get_mut(slot) {
             *slot = Some(answer);
@@ -394,7 +394,7 @@ impl Reply {
 
     /// The answer, or, in a batch whose reply it would take past its bound, an error in its
     /// place that says so (the bound holds whatever order the calls end in).
-    fn bounded(&mut self, answer: Answer) -> Answer {
+    fn bounded(&mut self, answer: RpcResponse) -> RpcResponse {
         if self.batch && self.bytes.saturating_add(answer.body.len()) > self.max_batch_bytes {
             let message = format!(
                 "Internal error: this answer ({} bytes) would take the batch's reply over {} bytes \
@@ -403,7 +403,7 @@ impl Reply {
                 self.max_batch_bytes
             );
             let error = RpcError::new(&answer.id, INTERNAL_ERROR, message);
-            let refused = Answer {
+            let refused = RpcResponse {
                 id: answer.id,
                 status: 200,
                 body: jsonrpc::encode(&error.to_value()),

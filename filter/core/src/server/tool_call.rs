@@ -88,7 +88,7 @@ impl Server {
                 let text = format!(
                     "Invalid arguments for tool {name}: {error}. The request was not sent; fix the arguments to match the tool's inputSchema."
                 );
-                Ok(Handled::Answer(self.tool_result(
+                Ok(Handled::Response(self.tool_result(
                     context.era,
                     id,
                     &ToolResult::error(&text),

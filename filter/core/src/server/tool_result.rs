@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::reply::{Answer, Reply};
+use super::reply::{Reply, RpcResponse};
 use super::Server;
 use crate::catalog::Tool;
 use crate::eras::Era;
@@ -122,8 +122,8 @@ impl Server {
     /// A `tools/call` answer; modern results carry `resultType` and the server's identity.
     /// Written as text: every successful call comes through here, and the structured
     /// content is already JSON text.
-    pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> Answer {
-        Answer::raw(id, &self.tool_result_json(result, era == Era::Modern, None))
+    pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> RpcResponse {
+        RpcResponse::raw(id, &self.tool_result_json(result, era == Era::Modern, None))
     }
 
     /// A `CallToolResult` as JSON text: modern results carry `resultType` and the server's

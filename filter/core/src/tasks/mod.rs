@@ -9,6 +9,7 @@
 //! when a client asks. Any Envoy, any worker, answers any poll.
 
 pub mod operation;
+pub(crate) mod step;
 pub mod task_id;
 
 use base64::Engine;

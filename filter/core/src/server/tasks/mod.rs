@@ -7,18 +7,21 @@
 //! the Operations service. Nothing is remembered between requests.
 
 mod filing;
+mod reading;
+
+pub(crate) use crate::tasks::step::{Purpose, Stage, TaskStep};
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{json, Map, Value};
 
-use super::methods::method_not_found;
-use super::reply::Answer;
+use super::reply::RpcResponse;
 use super::tool_call::call_metadata;
 use super::{Handled, RequestContext, Server};
 use crate::catalog::{Catalog, Tool};
 use crate::config::TasksConfig;
+use crate::eras::method_not_found;
 use crate::eras::{Era, CLIENT_CAPABILITIES_META, SERVER_INFO_META};
 use crate::grpc;
 use crate::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
@@ -26,7 +29,7 @@ use crate::observe::Observations;
 use crate::proto_json::json_type;
 use crate::tasks::operation::name_request;
 use crate::tasks::task_id::{KeyRing, TaskId, TaskRefusal};
-use crate::tasks::{decode_key, iso_time, wall_clock_ms, EpochMs, OPERATIONS_SERVICE, TASKS_EXTENSION, TASKS_VERSION};
+use crate::tasks::{decode_key, iso_time, wall_clock_ms, OPERATIONS_SERVICE, TASKS_EXTENSION, TASKS_VERSION};
 use crate::upstream::{Redirect, UpstreamCall};
 
 /// A configuration's tasks: its keys and timings.
@@ -55,79 +58,6 @@ impl TaskSettings {
             ttl_ms: config.ttl_ms,
             wait_poll_interval: Duration::from_millis(config.wait_poll_interval_ms),
             offered: catalog.tools().any(|tool| tool.task.is_some()),
-        }
-    }
-}
-
-/// A call in a task's life, and what its end leads to.
-#[derive(Debug)]
-pub(crate) struct TaskStep {
-    pub(crate) purpose: Purpose,
-    pub(crate) stage: Stage,
-    /// The operation, once known: from the task id, or the method's answer.
-    pub(crate) operation: Option<String>,
-    /// The task id and its creation time, when the request named one.
-    pub(crate) task: Option<(String, EpochMs)>,
-    /// When waiting ends, on the host's clock (set by the first call's end).
-    pub(crate) until: Option<Duration>,
-    /// The identity of the caller, for the id of the task it makes.
-    pub(crate) identity: Vec<u8>,
-}
-
-/// What the request a step serves asked for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Purpose {
-    /// `tools/call` from a caller that declared tasks: the task, at once (`modern`: the
-    /// 2026-07-28 extension's `resultType: "task"`; else 2025-11-25's `CreateTaskResult`).
-    Create { modern: bool },
-    /// `tools/call` from a caller that did not: the result, once the operation is done, within
-    /// the tool's deadline.
-    Wait,
-    /// `tasks/get`.
-    Get { modern: bool },
-    /// `tasks/result` (2025-11-25): the result, once the operation is done, within the tool's
-    /// deadline.
-    Result,
-    /// `tasks/cancel`. 2026-07-28 (`modern`) acknowledges a `CancelOperation`; 2025-11-25 must
-    /// refuse a task that is done already, so it reads the operation first.
-    Cancel { modern: bool },
-}
-
-impl Purpose {
-    /// The MCP method the step serves, for the stats.
-    pub(crate) fn method(self) -> &'static str {
-        match self {
-            Purpose::Create { .. } | Purpose::Wait => "tools/call",
-            Purpose::Get { .. } => "tasks/get",
-            Purpose::Result => "tasks/result",
-            Purpose::Cancel { .. } => "tasks/cancel",
-        }
-    }
-}
-
-/// Which call a step is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Stage {
-    /// The task tool's own method, which answers the Operation it started.
-    Start,
-    GetOperation,
-    CancelOperation,
-}
-
-impl Stage {
-    fn method(self) -> &'static str {
-        match self {
-            Stage::Start => "",
-            Stage::GetOperation => "GetOperation",
-            Stage::CancelOperation => "CancelOperation",
-        }
-    }
-
-    fn path(self) -> &'static str {
-        match self {
-            Stage::Start => "",
-            Stage::GetOperation => "/google.longrunning.Operations/GetOperation",
-            Stage::CancelOperation => "/google.longrunning.Operations/CancelOperation",
         }
     }
 }
@@ -252,7 +182,7 @@ impl Server {
         observed.operation(&task.operation);
         if method == "tasks/update" {
             // A gateway task never asks for input: there is nothing to take.
-            return Ok(Handled::Answer(Answer::raw(id, &self.modern_ack())));
+            return Ok(Handled::Response(RpcResponse::raw(id, &self.modern_ack())));
         }
         let modern = era == Era::Modern;
         let (purpose, stage) = match method {

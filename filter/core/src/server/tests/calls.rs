@@ -119,7 +119,7 @@ fn an_answer_heard_whole_over_the_limit_is_not_read() {
     let server = bounded(r#""max_response_bytes": 10"#);
     let mut reply = awaiting(call_user(&server, &legacy("2025-06-18"), r#"{"user_id":7}"#));
     server.start_calls(&mut reply, |_| Ok(1), Duration::ZERO, &mut Observations::default());
-    let read = || -> crate::grpc::call_end::WholeAnswer { panic!("read an answer over the limit") };
+    let read = || -> crate::grpc::call_end::WholeCallResponse { panic!("read an answer over the limit") };
     server.call_answered(&mut reply, 1, 16, read, Duration::ZERO, &mut Observations::default());
     let (_, body) = finish(reply);
     let text = body["result"]["content"][0]["text"].as_str().unwrap();

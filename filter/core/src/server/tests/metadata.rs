@@ -1,0 +1,28 @@
+use super::*;
+
+#[test]
+fn calls_carry_static_metadata_and_only_allowlisted_headers() {
+    let server = server();
+    let headers = McpHeaders::from_pairs(
+        [
+            ("content-type", "application/json"),
+            ("authorization", "Bearer abc"),
+            ("x-request-id", "req-1"),
+            ("cookie", "secret"),
+            ("x-tenant", "evil"),
+        ],
+        server.forward_headers(),
+    );
+    let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
+    assert_eq!(
+        sent[0].metadata().collect::<Vec<_>>(),
+        [
+            ("x-tenant", "demo"),
+            ("authorization", "Bearer abc"),
+            ("x-request-id", "req-1"),
+        ]
+    );
+    let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
+    let (_, sent) = calls(post(&server, &json_headers(), body));
+    assert_eq!(sent[0].metadata().count(), 0);
+}

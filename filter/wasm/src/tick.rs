@@ -1,0 +1,87 @@
+//! What the root context's tick does on requests' behalf: it has the timer that HTTP contexts
+//! lack, so it ends the streams due ([`end_streams_due`]), starts the polls due
+//! ([`wake_due_requests`]), and files the answers of the callouts it started for them
+//! ([`answer_adopted_call`]), each under the request's own context.
+
+use std::rc::Rc;
+
+use log::warn;
+use proxy_wasm::hostcalls;
+
+use crate::cancels;
+use crate::clock::{Ending, StreamClock};
+use crate::exchange::{Inner, STREAM};
+use crate::host_io::now;
+
+/// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
+/// their requests: each is cancelled; a deadline's call ends with the messages so far as its
+/// result, a cancelled request with no response.
+pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
+    for (stream, ending) in clock.take_ending(now(), cancels::is_cancelled) {
+        let Some(inner) = stream.owner.upgrade() else {
+            continue;
+        };
+        // Host calls from here act on the request's stream, not the root context's.
+        if let Err(status) = hostcalls::set_effective_context(stream.context_id) {
+            warn!("cannot act for a request whose stream ends ({ending:?}): {status:?}");
+            continue;
+        }
+        if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
+            warn!("cannot cancel a gRPC stream ({ending:?}): {status:?}");
+        }
+        let weak = Rc::downgrade(&inner);
+        let Ok(mut inner) = inner.try_borrow_mut() else {
+            continue;
+        };
+        match ending {
+            Ending::Deadline => inner.ended(STREAM | u64::from(stream.token), true, stream.context_id, &weak),
+            Ending::Cancelled => inner.cancelled(),
+        }
+    }
+}
+
+/// Starts the calls of the requests whose wake-up is due (a task's next poll), on their
+/// behalf.
+pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
+    for wake in clock.due_wakes(now()) {
+        let Some(inner) = wake.owner.upgrade() else {
+            continue;
+        };
+        if let Err(status) = hostcalls::set_effective_context(wake.context_id) {
+            warn!("cannot act for a request whose poll is due: {status:?}");
+            continue;
+        }
+        let weak = Rc::downgrade(&inner);
+        let Ok(mut inner) = inner.try_borrow_mut() else {
+            continue;
+        };
+        inner.start_calls_from(wake.context_id, &weak, true);
+    }
+}
+
+/// The answer to a callout the root context started for a request (a task's poll): filed
+/// into that request, on its behalf. Whether the callout was one.
+pub(crate) fn answer_adopted_call(
+    clock: &StreamClock<Inner>,
+    token: u32,
+    headers: usize,
+    body_size: usize,
+    trailers: usize,
+) -> bool {
+    let Some((context_id, owner)) = clock.take_adopted(token) else {
+        return false;
+    };
+    let Some(inner) = owner.upgrade() else {
+        return true;
+    };
+    if let Err(status) = hostcalls::set_effective_context(context_id) {
+        warn!("cannot act for a request whose poll was answered: {status:?}");
+        return true;
+    }
+    let weak = Rc::downgrade(&inner);
+    let Ok(mut inner) = inner.try_borrow_mut() else {
+        return true;
+    };
+    inner.adopted_call_answered(token, (headers, body_size, trailers), context_id, &weak);
+    true
+}
