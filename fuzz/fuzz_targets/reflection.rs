@@ -9,7 +9,7 @@ use libfuzzer_sys::fuzz_target;
 use prost_reflect::DescriptorPool;
 use switchblade_core::config::PluginConfig;
 use switchblade_core::descriptors::embedded_pool;
-use switchblade_core::reflection::{Discovery, ReflectionAnswer, Step};
+use switchblade_core::reflection::{Discovery, ReflectionCallEnd, Step};
 
 thread_local! {
     // Read once per fuzzing thread: a configuration and the embedded descriptors.
@@ -32,7 +32,7 @@ fuzz_target!(|data: &[u8]| {
     // Every call of every round gets the same answer, for a bounded number of calls.
     for _ in 0..64 {
         let Some(call) = calls.pop() else { return };
-        let answer = ReflectionAnswer::Http { headers: &headers, body, trailers: &trailers };
+        let answer = ReflectionCallEnd::Http { headers: &headers, body, trailers: &trailers };
         match discovery.file(call.id, answer, Duration::ZERO) {
             Step::Call(more) => calls.extend(more),
             Step::Wait => {}

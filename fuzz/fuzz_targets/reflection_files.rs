@@ -23,7 +23,7 @@ use prost_types::{
 };
 use switchblade_core::config::PluginConfig;
 use switchblade_core::descriptors::embedded_pool;
-use switchblade_core::reflection::{Discovery, ReflectionAnswer, Refreshed, Step};
+use switchblade_core::reflection::{Discovery, ReflectionCallEnd, Refreshed, Step};
 
 /// Read through reflection: the catalog (cluster `c`) and the kitchen sink (cluster `k`);
 /// served from the configuration: the users.
@@ -219,7 +219,7 @@ fuzz_target!(|data: &[u8]| {
                     .collect();
                 body.extend(frame(Some(&files)));
             }
-            let answer = ReflectionAnswer::Http {
+            let answer = ReflectionCallEnd::Http {
                 headers: &headers,
                 body: &body,
                 trailers: &trailers,
