@@ -3,7 +3,8 @@
 //! ([`wake_due_requests`]), and files the answers of the callouts it started for them
 //! ([`answer_adopted_call`]), each under the request's own context.
 
-use std::rc::Rc;
+use std::cell::RefCell;
+use std::rc::{Rc, Weak};
 
 use log::warn;
 use proxy_wasm::hostcalls;
@@ -18,14 +19,9 @@ use crate::host_io::now;
 /// result, a cancelled request with no response.
 pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
     for (stream, ending) in clock.take_ending(now(), cancels::is_cancelled) {
-        let Some(inner) = stream.owner.upgrade() else {
+        let Some(inner) = act_for(stream.context_id, &stream.owner, "stream ends") else {
             continue;
         };
-        // Host calls from here act on the request's stream, not the root context's.
-        if let Err(status) = hostcalls::set_effective_context(stream.context_id) {
-            warn!("cannot act for a request whose stream ends ({ending:?}): {status:?}");
-            continue;
-        }
         if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
             warn!("cannot cancel a gRPC stream ({ending:?}): {status:?}");
         }
@@ -44,13 +40,9 @@ pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
 /// behalf.
 pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
     for wake in clock.due_wakes(now()) {
-        let Some(inner) = wake.owner.upgrade() else {
+        let Some(inner) = act_for(wake.context_id, &wake.owner, "poll is due") else {
             continue;
         };
-        if let Err(status) = hostcalls::set_effective_context(wake.context_id) {
-            warn!("cannot act for a request whose poll is due: {status:?}");
-            continue;
-        }
         let weak = Rc::downgrade(&inner);
         let Ok(mut inner) = inner.try_borrow_mut() else {
             continue;
@@ -71,17 +63,24 @@ pub(crate) fn answer_adopted_call(
     let Some((context_id, owner)) = clock.take_adopted(token) else {
         return false;
     };
-    let Some(inner) = owner.upgrade() else {
+    let Some(inner) = act_for(context_id, &owner, "poll was answered") else {
         return true;
     };
-    if let Err(status) = hostcalls::set_effective_context(context_id) {
-        warn!("cannot act for a request whose poll was answered: {status:?}");
-        return true;
-    }
     let weak = Rc::downgrade(&inner);
     let Ok(mut inner) = inner.try_borrow_mut() else {
         return true;
     };
     inner.adopted_call_answered(token, (headers, body_size, trailers), context_id, &weak);
     true
+}
+
+/// The request of `context_id`, with the host's calls from here on acting on its stream, not
+/// the root context's; `None` if the request is gone or the host refuses (logged, with `why`).
+fn act_for(context_id: u32, owner: &Weak<RefCell<Inner>>, why: &str) -> Option<Rc<RefCell<Inner>>> {
+    let inner = owner.upgrade()?;
+    if let Err(status) = hostcalls::set_effective_context(context_id) {
+        warn!("cannot act for a request whose {why}: {status:?}");
+        return None;
+    }
+    Some(inner)
 }
