@@ -163,7 +163,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
         .add_service(ExportServiceServer::new(jobs.clone()))
         .add_service(OperationsServer::new(jobs))
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(grpc_listener),
+            // Every gRPC server a real deployment runs (grpc-go, grpc-java, grpcio) sends
+            // without Nagle's delay; tonic does so only for listeners it binds itself.
+            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
             shutdown(),
         );
     let (grpc, control) = tokio::join!(grpc_server, control_server);
