@@ -318,5 +318,4 @@ fn skipped_methods(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Vec<Strin
 }
 
 #[cfg(test)]
-#[path = "config_tests.rs"]
 mod tests;

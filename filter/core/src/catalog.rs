@@ -450,5 +450,4 @@ fn known_services(pool: &DescriptorPool) -> String {
 }
 
 #[cfg(test)]
-#[path = "catalog_tests.rs"]
 mod tests;
