@@ -211,16 +211,19 @@ fn path_in(span: &str) -> Option<String> {
 #[test]
 fn every_path_the_docs_name_exists() {
     let mut missing = BTreeSet::new();
+    let mut named = 0;
     for page in pages() {
         let (prose, _) = split(&page.text);
         for span in code_spans(&prose) {
             if let Some(path) = path_in(&span) {
+                named += 1;
                 if !is_output(&path) && !repo().join(&path).exists() {
                     missing.insert(format!("{}: `{path}`", page.path));
                 }
             }
         }
     }
+    assert!(named > 100, "found only {named} paths: the heuristic changed?");
     assert!(missing.is_empty(), "paths that do not exist: {missing:#?}");
 }
 
@@ -400,6 +403,7 @@ fn flags<'a>(words: &[&'a str]) -> Vec<&'a str> {
 fn every_switchblade_command_and_flag_the_docs_show_exists() {
     let top_help = switchblade(&["--help"]).ok();
     let mut helps: BTreeMap<String, String> = BTreeMap::new();
+    let mut shown = 0;
     let mut wrong = BTreeSet::new();
     for page in pages() {
         for line in commands(&page) {
@@ -419,6 +423,7 @@ fn every_switchblade_command_and_flag_the_docs_show_exists() {
                     wrong.insert(format!("{}: switchblade {subcommand}: no such command", page.path));
                     continue;
                 }
+                shown += 1;
                 let help = helps
                     .entry(subcommand.to_owned())
                     .or_insert_with(|| switchblade(&[subcommand, "--help"]).ok());
@@ -430,6 +435,10 @@ fn every_switchblade_command_and_flag_the_docs_show_exists() {
             }
         }
     }
+    assert!(
+        shown > 20,
+        "found only {shown} switchblade commands: the heuristic changed?"
+    );
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 
