@@ -166,7 +166,7 @@ def _module_access_logs(bootstrap: dict[str, Any]) -> None:
         bootstrap.update(json.loads(moved))
 
 
-# Where the module reads the token payload (README: Authorization, the dynamic module).
+# Where the module reads the token payload (docs/authorization.md, the dynamic module).
 MODULE_TOKEN_PAYLOAD = "switchblade.token_payload"
 
 

@@ -2,7 +2,7 @@
 //! wording promises, what the input schema allows and what the gate accepts are the same set.
 //!
 //! Each example below is a value for one field of the kitchen-sink message and whether the
-//! table's words promise it (the README's "JSON mapping" says the same). The test holds the
+//! table's words promise it (docs/json-mapping.md says the same). The test holds the
 //! input schema (validated with formats, as a strict client would) and the gate to that
 //! answer, and every refusal to the field's words.
 //! `SCHEMA_GAPS` lists what the gate refuses and no JSON Schema can say, so each stays known.

@@ -117,7 +117,7 @@ fn a_thousand_methods_deep_chains_and_cycles_build_on_a_small_stack() {
         "tools_list": {"page_size": 1000},
     })
     .to_string();
-    // To measure the same build inside Envoy's Wasm VM (see the README).
+    // To measure the same build inside Envoy's Wasm VM (see docs/json-mapping.md, Scale).
     if let Ok(path) = std::env::var("SWITCHBLADE_SCALE_CONFIG_OUT") {
         std::fs::write(path, &config).unwrap();
     }

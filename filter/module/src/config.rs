@@ -57,7 +57,7 @@ impl Config {
                  Envoy 1.40's module ABI reads only top-level metadata strings, numbers and lists, and jwt_authn writes the payload as an object. \
                  Copy it into filter state with envoy.filters.http.set_filter_state before this filter \
                  (object_key \"switchblade.token_payload\", factory_key \"envoy.string\", format %DYNAMIC_METADATA({namespace}:{key})%) \
-                 and set `token_payload` to {{\"filter_state\": \"switchblade.token_payload\"}}; see the README's Authorization"
+                 and set `token_payload` to {{\"filter_state\": \"switchblade.token_payload\"}}; see docs/authorization.md"
             )));
         }
         let metric_ids = Metric::ALL

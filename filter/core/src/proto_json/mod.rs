@@ -6,7 +6,7 @@
 //! what the gate accepts and what an error says are the same set of values (`tests/mapping.rs`
 //! walks every kind to hold that). [`render`] writes upstream answers in the same forms.
 //!
-//! Policy, where proto3 JSON leaves a choice (the README's "JSON mapping" says the same):
+//! Policy, where proto3 JSON leaves a choice (docs/json-mapping.md says the same):
 //! - 64-bit integers: a canonical decimal string in range (what outputs carry) or a JSON
 //!   integer in range. 32-bit integers: a JSON integer in range only.
 //! - `float`, `double`: a JSON number in range, or exactly `"NaN"`, `"Infinity"`, `"-Infinity"`

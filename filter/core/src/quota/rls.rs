@@ -18,7 +18,7 @@ pub const RATE_LIMIT_SERVICE: &str = "envoy.service.ratelimit.v3.RateLimitServic
 pub const SHOULD_RATE_LIMIT: &str = "ShouldRateLimit";
 pub const SHOULD_RATE_LIMIT_PATH: &str = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 
-/// The descriptor keys (see the README's fleet recipe).
+/// The descriptor keys (see the fleet recipe in docs/rate-limits.md).
 pub const CALLER_KEY: &str = "caller";
 pub const TOOL_KEY: &str = "tool";
 pub const RULE_KEY: &str = "rule";

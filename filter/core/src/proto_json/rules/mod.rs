@@ -5,7 +5,7 @@
 //!
 //! Each kind of standard rule keeps its name, its words, its check and its schema keywords
 //! side by side in one file ([`standard::StandardRule`]), so an error, a schema's description
-//! and the README say the same thing: [`equal`] (`const`, `in`, `not_in`), [`ordered`] (`gt`,
+//! and docs/validation.md say the same thing: [`equal`] (`const`, `in`, `not_in`), [`ordered`] (`gt`,
 //! `gte`, `lt`, `lte`, `finite`), [`length`], [`text`] (`pattern`, prefixes …), [`formats`]
 //! (`email`, `ip` …), [`collections`] (`unique`), [`now`] (`lt_now`, `gt_now`, `within`),
 //! [`well_known`] (`any` and `field_mask`). [`rule`] gathers them; [`family`] names the
