@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -47,10 +48,32 @@ def stop_process(process: subprocess.Popen) -> None:
         process.wait()
 
 
+def _ephemeral_ports() -> range:
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        low, high = 32768, 60999
+    return range(low, high + 1)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port free now, below the ephemeral range: a port the kernel hands out for `bind(0)`
+    may be taken as an outgoing connection's source port (a load generator opens thousands)
+    before the process it was picked for binds it."""
+    ephemeral = _ephemeral_ports()
+    if ephemeral.start < 11000:  # no room below it: take what the kernel gives
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return sock.getsockname()[1]
+    for _ in range(100):
+        port = random.randrange(10000, ephemeral.start)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port between 10000 and {ephemeral.start}")
 
 
 def wait_until(check, what: str, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
