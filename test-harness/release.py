@@ -9,7 +9,7 @@ commit's) and its serial number from its own content, and every list is sorted.
 
 Each SBOM lists the crates linked into its artifact: `cargo tree` for the artifact's package,
 target and default features, normal dependencies only (no build scripts' or proc macros'),
-with the licence and source from `cargo metadata` and the checksum from Cargo.lock. It is
+with its licence, and the source and checksum from Cargo.lock. It is
 written here rather than by cargo-cyclonedx because installing that tool compiles a few hundred
 crates on every fresh CI machine, while this needs only Cargo and Python's standard library.
 
@@ -57,7 +57,7 @@ ARTIFACTS = [
 
 
 def cargo(*arguments: str) -> str:
-    return subprocess.run(["cargo", *arguments, "--locked", "--offline"], cwd=REPO, capture_output=True, text=True,
+    return subprocess.run(["cargo", *arguments, "--locked"], cwd=REPO, capture_output=True, text=True,
                           check=True).stdout
 
 
@@ -67,24 +67,27 @@ def host_triple() -> str:
     return host
 
 
-def linked_crates(package: str, target: str) -> tuple[list[tuple[str, str]], set[tuple[tuple[str, str], tuple[str, str]]]]:
-    """The crates linked into `package` built for `target` (name, version), the root first, and
-    the edges between them."""
+Crate = tuple[str, str]
+
+
+def linked_crates(package: str, target: str) -> tuple[dict[Crate, str], set[tuple[Crate, Crate]]]:
+    """The crates linked into `package` built for `target` (name, version) with their licences,
+    the root first, and the edges between them."""
     tree = cargo("tree", "-p", package, "--target", target, "-e", "normal,no-proc-macro", "--prefix", "depth",
-                 "-f", "{p}")
-    crates: list[tuple[str, str]] = []
+                 "-f", "{p}|{l}")
+    crates: dict[Crate, str] = {}
     edges: set[tuple[tuple[str, str], tuple[str, str]]] = set()
     parents: list[tuple[str, str]] = []
     for line in tree.splitlines():
         digits = len(line) - len(line.lstrip("0123456789"))
-        depth, name, version = int(line[:digits]), *line[digits:].split()[:2]
+        crate_id, licence = line[digits:].rsplit("|", 1)
+        depth, name, version = int(line[:digits]), *crate_id.split()[:2]
         crate = (name, version.removeprefix("v"))
         del parents[depth:]
         if parents:
             edges.add((parents[-1], crate))
         parents.append(crate)
-        if crate not in crates:
-            crates.append(crate)
+        crates.setdefault(crate, licence.removesuffix(" (*)"))
     return crates, edges
 
 
@@ -92,21 +95,21 @@ def reference(crate: tuple[str, str]) -> str:
     return f"pkg:cargo/{crate[0]}@{crate[1]}"
 
 
-def component(crate: tuple[str, str], metadata: dict, checksums: dict) -> dict:
-    package = metadata[crate]
+def component(crate: Crate, licence: str, locked: dict) -> dict:
     entry = {"type": "library", "bom-ref": reference(crate), "name": crate[0], "version": crate[1]}
-    if package["license"]:
-        entry["licenses"] = [{"expression": package["license"]}]
-    if package["source"] == CRATES_IO:
+    if licence:
+        entry["licenses"] = [{"expression": licence}]
+    source = locked.get("source")
+    if source == CRATES_IO:
         entry["purl"] = reference(crate)
-        entry["hashes"] = [{"alg": "SHA-256", "content": checksums[crate]}]
+        entry["hashes"] = [{"alg": "SHA-256", "content": locked["checksum"]}]
         entry["externalReferences"] = [{"type": "distribution",
                                         "url": f"https://crates.io/api/v1/crates/{crate[0]}/{crate[1]}/download"}]
-    elif package["source"] is None:
+    elif source is None:
         # The workspace's own crates: built from this repository, not fetched.
         entry["externalReferences"] = [{"type": "vcs", "url": workspace()["package"]["repository"]}]
     else:
-        entry["externalReferences"] = [{"type": "distribution", "url": package["source"]}]
+        entry["externalReferences"] = [{"type": "distribution", "url": source}]
     return entry
 
 
@@ -114,7 +117,7 @@ def workspace() -> dict:
     return tomllib.loads((REPO / "Cargo.toml").read_text())["workspace"]
 
 
-def sbom(artifact: Artifact, binary: bytes, epoch: int, metadata: dict, checksums: dict, host: str) -> bytes:
+def sbom(artifact: Artifact, binary: bytes, epoch: int, lock: dict[Crate, dict], host: str) -> bytes:
     """The artifact's CycloneDX 1.5 SBOM, canonical JSON."""
     crates, edges = linked_crates(artifact.package, artifact.target or host)
     itself = f"switchblade:{artifact.name}"
@@ -131,9 +134,9 @@ def sbom(artifact: Artifact, binary: bytes, epoch: int, metadata: dict, checksum
                           "hashes": [{"alg": "SHA-256", "content": hashlib.sha256(binary).hexdigest()}],
                           "properties": [{"name": "target", "value": artifact.target or host}]},
         },
-        "components": sorted((component(crate, metadata, checksums) for crate in crates),
+        "components": sorted((component(crate, licence, lock[crate]) for crate, licence in crates.items()),
                              key=lambda entry: entry["bom-ref"]),
-        "dependencies": [{"ref": itself, "dependsOn": [reference(crates[0])]}] + [
+        "dependencies": [{"ref": itself, "dependsOn": [reference(next(iter(crates)))]}] + [
             {"ref": reference(crate), "dependsOn": sorted(reference(child) for parent, child in edges if parent == crate)}
             for crate in sorted(crates)
         ],
@@ -155,10 +158,7 @@ def package(target_dir: Path, dist: Path, epoch: int) -> str:
     missing = [str(target_dir / a.built) for a in ARTIFACTS if not (target_dir / a.built).exists()]
     if missing:
         sys.exit(f"not built: {', '.join(missing)} (scripts/release builds them)")
-    metadata_json = json.loads(cargo("metadata", "--format-version", "1"))
-    metadata = {(p["name"], p["version"]): p for p in metadata_json["packages"]}
-    lock = tomllib.loads((REPO / "Cargo.lock").read_text())
-    checksums = {(p["name"], p["version"]): p.get("checksum") for p in lock["package"]}
+    lock = {(p["name"], p["version"]): p for p in tomllib.loads((REPO / "Cargo.lock").read_text())["package"]}
     host = host_triple()
     if dist.exists():
         shutil.rmtree(dist)
@@ -167,7 +167,7 @@ def package(target_dir: Path, dist: Path, epoch: int) -> str:
         binary = (target_dir / artifact.built).read_bytes()
         (dist / artifact.name).write_bytes(binary)
         (dist / artifact.name).chmod(0o755 if artifact.kind == "application" else 0o644)
-        (dist / f"{artifact.name}.cdx.json").write_bytes(sbom(artifact, binary, epoch, metadata, checksums, host))
+        (dist / f"{artifact.name}.cdx.json").write_bytes(sbom(artifact, binary, epoch, lock, host))
     manifest = wasm_image.build_layout(dist / ARTIFACTS[0].name, dist / "oci", workspace()["package"]["version"])
     (dist / "SHA256SUMS").write_bytes(sha256sums(dist))
     return manifest
