@@ -161,6 +161,9 @@ def package(target_dir: Path, dist: Path, epoch: int) -> str:
     lock = {(p["name"], p["version"]): p for p in tomllib.loads((REPO / "Cargo.lock").read_text())["package"]}
     host = host_triple()
     if dist.exists():
+        # Emptied only if it holds nothing or an earlier release: not a directory named by mistake.
+        if any(dist.iterdir()) and not (dist / "SHA256SUMS").exists():
+            sys.exit(f"{dist} holds files but no SHA256SUMS: not an earlier release, so it is left alone")
         shutil.rmtree(dist)
     dist.mkdir(parents=True)
     for artifact in ARTIFACTS:
