@@ -35,6 +35,8 @@ import wasm_image
 
 REPO = Path(__file__).resolve().parents[1]
 CRATES_IO = "registry+https://github.com/rust-lang/crates.io-index"
+# A crate as Cargo.lock names it: (name, version).
+Crate = tuple[str, str]
 
 
 @dataclass(frozen=True)
@@ -67,17 +69,14 @@ def host_triple() -> str:
     return host
 
 
-Crate = tuple[str, str]
-
-
 def linked_crates(package: str, target: str) -> tuple[dict[Crate, str], set[tuple[Crate, Crate]]]:
     """The crates linked into `package` built for `target` (name, version) with their licences,
     the root first, and the edges between them."""
     tree = cargo("tree", "-p", package, "--target", target, "-e", "normal,no-proc-macro", "--prefix", "depth",
                  "-f", "{p}|{l}")
     crates: dict[Crate, str] = {}
-    edges: set[tuple[tuple[str, str], tuple[str, str]]] = set()
-    parents: list[tuple[str, str]] = []
+    edges: set[tuple[Crate, Crate]] = set()
+    parents: list[Crate] = []
     for line in tree.splitlines():
         digits = len(line) - len(line.lstrip("0123456789"))
         crate_id, licence = line[digits:].rsplit("|", 1)
@@ -91,7 +90,7 @@ def linked_crates(package: str, target: str) -> tuple[dict[Crate, str], set[tupl
     return crates, edges
 
 
-def reference(crate: tuple[str, str]) -> str:
+def reference(crate: Crate) -> str:
     return f"pkg:cargo/{crate[0]}@{crate[1]}"
 
 
