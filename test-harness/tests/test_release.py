@@ -1,0 +1,160 @@
+"""scripts/release is reproducible: the same tree gives the same bytes.
+
+A release is the builds, then their packaging (test-harness/release.py: the OCI layout, the
+SBOMs, SHA256SUMS). Building the whole release twice would cost two full LTO builds of three
+artifacts, more than CI has to spare, so each half is checked where it can go wrong, cheaply:
+
+- the packaging, run twice on the same binaries, writes the same bytes, although the binaries'
+  mtimes and the wall clock's second differ between the runs (a time taken from either is a
+  leak these runs catch); its SHA256SUMS checks out, and each SBOM lists what is linked in;
+- the builds do not depend on where the checkout is: the .wasm (the cheapest of the three to
+  build) compiled again from a copy of the tree at another path, into a separate target
+  directory, is the suite's .wasm byte for byte. That target directory starts as hard links to
+  the suite's, less the workspace's own crates: the dependencies' sources live under Cargo's
+  home, whatever the checkout, so only the workspace's crates (the ones whose paths change) are
+  compiled again: about a minute of CPU, where a cold build of the .wasm takes several. The
+  release builds add one flag to these (Cargo's home remapped to /cargo), which depends on the
+  machine, not on the checkout; the same test on the release's own builds would need them
+  built, which the suite does not do.
+
+Neither needs Envoy or the build under test: they run once, in the --build wasm session."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import filter_build
+from processes import REPO
+
+RELEASE = REPO / "scripts/release"
+BUILT = {
+    "switchblade_filter.wasm": REPO / "target/wasm32-wasip1/release/switchblade_filter.wasm",
+    "libswitchblade_module.so": REPO / "target/module/libswitchblade_module.so",
+    "switchblade": REPO / "target/release/switchblade",
+}
+
+
+@pytest.fixture(autouse=True)
+def once() -> None:
+    if filter_build.current() is not filter_build.WASM:
+        pytest.skip("the release does not depend on the build under test; it runs once, in the --build wasm session")
+
+
+def version() -> str:
+    return tomllib.loads((REPO / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+
+
+def package(target_dir: Path, dist: Path) -> str:
+    """Runs scripts/release's packaging on target_dir's builds; returns what it printed."""
+    result = subprocess.run([str(RELEASE), "--no-build", "--target-dir", str(target_dir), "--dist", str(dist)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {path.relative_to(root).as_posix(): path.read_bytes() for path in sorted(root.rglob("*")) if path.is_file()}
+
+
+def seed(tmp_path: Path, mtime: float) -> Path:
+    """A target directory holding copies of the suite's three builds, with the given mtime."""
+    target_dir = tmp_path / f"target-{int(mtime)}"
+    for name, built in BUILT.items():
+        copy = target_dir / built.relative_to(REPO / "target")
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(built, copy)
+        os.utime(copy, (mtime, mtime))
+    return target_dir
+
+
+def test_packaging_the_same_builds_twice_writes_the_same_bytes(tmp_path: Path) -> None:
+    first = package(seed(tmp_path, 1_000_000_000), tmp_path / "first")
+    time.sleep(1.1)
+    second = package(seed(tmp_path, 1_500_000_000), tmp_path / "second")
+    dist, again = tree(tmp_path / "first"), tree(tmp_path / "second")
+    assert sorted(dist) == sorted(again)
+    assert [name for name in dist if dist[name] != again[name]] == [], "these files differ between the two runs"
+    assert first.replace("/first", "/second") == second
+
+    for name, built in BUILT.items():
+        assert dist[name] == built.read_bytes(), f"{name} is not the build"
+    assert set(dist) >= {"SHA256SUMS", "oci/index.json", "oci/oci-layout"} | {f"{name}.cdx.json" for name in BUILT}
+    # SHA256SUMS names every other file, and sha256sum agrees with it.
+    sums = dist["SHA256SUMS"].decode().splitlines()
+    assert [line.split("  ", 1)[1] for line in sums] == sorted(set(dist) - {"SHA256SUMS"})
+    subprocess.run(["sha256sum", "--check", "--quiet", "SHA256SUMS"], cwd=tmp_path / "first", check=True, timeout=60)
+    # The digest printed is the image's manifest, the one to pin.
+    [manifest] = json.loads(dist["oci/index.json"])["manifests"]
+    assert f"OCI image digest (the sha256 to pin in deploy/*.yaml): {manifest['digest']}" in first.splitlines()
+
+
+def test_each_sbom_lists_the_crates_linked_into_its_artifact(tmp_path: Path) -> None:
+    package(seed(tmp_path, 1_000_000_000), tmp_path / "dist")
+    lock = {(p["name"], p["version"]): p for p in tomllib.loads((REPO / "Cargo.lock").read_text())["package"]}
+    linked = {}
+    for name, built in BUILT.items():
+        sbom = json.loads((tmp_path / "dist" / f"{name}.cdx.json").read_text())
+        assert sbom["bomFormat"] == "CycloneDX"
+        assert sbom["metadata"]["component"]["hashes"] == [{"alg": "SHA-256",
+                                                            "content": hashlib.sha256(built.read_bytes()).hexdigest()}]
+        linked[name] = {component["name"] for component in sbom["components"]}
+        for component in sbom["components"]:
+            locked = lock[(component["name"], component["version"])]
+            assert component["licenses"], component["name"]
+            if "source" in locked:
+                assert component["purl"] == f"pkg:cargo/{component['name']}@{component['version']}"
+                assert component["hashes"] == [{"alg": "SHA-256", "content": locked["checksum"]}]
+        refs = {component["bom-ref"] for component in sbom["components"]}
+        assert all(set(entry["dependsOn"]) <= refs for entry in sbom["dependencies"])
+    # Only what each artifact links: no build scripts' dependencies, no proc macros, no other
+    # target's crates.
+    assert {"switchblade-filter", "switchblade-core", "proxy-wasm", "prost-reflect"} <= linked["switchblade_filter.wasm"]
+    assert {"switchblade-module", "switchblade-core"} <= linked["libswitchblade_module.so"]
+    assert "proxy-wasm" not in linked["libswitchblade_module.so"]
+    assert {"switchblade-cli", "clap", "protox"} <= linked["switchblade"]
+    assert not {"protox", "serde_derive", "syn"} & (linked["switchblade_filter.wasm"] | linked["libswitchblade_module.so"])
+    assert not {"serde_derive", "syn"} & linked["switchblade"]
+
+
+def test_the_wasm_built_from_a_checkout_elsewhere_is_the_same(tmp_path: Path) -> None:
+    built = BUILT["switchblade_filter.wasm"].read_bytes()
+    leaked = str(REPO).encode() in built
+    assert not leaked, "the .wasm holds the checkout's path"
+
+    # The tree as it is (what the suite built), at another path.
+    checkout = tmp_path / "elsewhere" / "switchblade"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                           capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
+    for name in filter(None, files):
+        if (REPO / name).is_file():
+            (checkout / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, checkout / name)
+
+    # The suite's target directory as hard links, less the workspace's crates and Cargo's locks:
+    # the build rewrites some files in place, and must not write through a link into the suite's.
+    target_dir = tmp_path / "target"
+    for profile in ("wasm32-wasip1/release", "release"):
+        shutil.copytree(REPO / "target" / profile, target_dir / profile, copy_function=os.link,
+                        ignore=lambda _, names: [n for n in names if "switchblade" in n or n == ".cargo-lock"])
+
+    result = subprocess.run(
+        ["cargo", "build", "--locked", "-p", "switchblade-filter", "--target", "wasm32-wasip1", "--release"],
+        cwd=checkout, env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)}, capture_output=True, text=True,
+        timeout=900,
+    )
+    assert result.returncode == 0, result.stderr
+    # It did compile the workspace's crates from there.
+    assert f"Compiling switchblade-core v{version()} ({checkout}/filter/core)" in result.stderr, result.stderr
+    assert f"Compiling switchblade-filter v{version()} ({checkout}/filter/wasm)" in result.stderr, result.stderr
+    rebuilt = (target_dir / "wasm32-wasip1/release/switchblade_filter.wasm").read_bytes()
+    assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(built).hexdigest(), \
+        "the .wasm depends on the checkout's path"
