@@ -44,10 +44,6 @@ const OUTPUTS: &[(&str, &str)] = &[
     ),
     ("target", "cargo's build output"),
     ("dist", "where `scripts/release` writes the release's files"),
-    (
-        "scripts/release",
-        "the release script, added by the release work of #29",
-    ),
     ("fuzz/artifacts", "what a fuzzing run that crashed saved"),
 ];
 
