@@ -56,6 +56,11 @@ def _ephemeral_ports() -> range:
     return range(low, high + 1)
 
 
+# Ports the Fetch standard forbids: Node's fetch (the TypeScript SDK's transport) refuses
+# them with "bad port". Only these lie in the range free_port picks from.
+FETCH_BAD_PORTS = frozenset({10080})
+
+
 def free_port() -> int:
     """A port free now, below the ephemeral range: a port the kernel hands out for `bind(0)`
     may be taken as an outgoing connection's source port (a load generator opens thousands)
@@ -67,6 +72,8 @@ def free_port() -> int:
             return sock.getsockname()[1]
     for _ in range(100):
         port = random.randrange(10000, ephemeral.start)
+        if port in FETCH_BAD_PORTS:
+            continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))

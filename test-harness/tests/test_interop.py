@@ -10,9 +10,23 @@ import jsonschema
 import pytest
 from mcp import Client
 
+import processes
 from processes import REPO, Envoy, Upstream
 
 TS_CLIENT = REPO / "test-harness/clients/typescript"
+
+
+def test_free_port_never_picks_a_port_node_fetch_refuses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Envoy once listened on 10080, which Node's fetch refuses ("bad port"): the TypeScript
+    SDK failed before sending a byte."""
+    probe = "for (const p of JSON.parse(process.argv[1])) { try { await fetch(`http://127.0.0.1:${p}/`); process.exit(1) } catch (e) { if (e.cause?.message !== 'bad port') process.exit(1) } }"
+    listed = sorted(processes.FETCH_BAD_PORTS)
+    run = subprocess.run(["node", "--input-type=module", "-e", probe, json.dumps(listed)], capture_output=True, timeout=30)
+    assert run.returncode == 0, f"Node's fetch no longer refuses all of {listed}"
+    picks = iter([*listed, 10001])
+    monkeypatch.setattr(processes.random, "randrange", lambda *_: next(picks))
+    monkeypatch.setattr(processes.socket.socket, "bind", lambda *_: None)
+    assert processes.free_port() == 10001
 
 
 async def _python_session(url: str, mode: str) -> dict:
