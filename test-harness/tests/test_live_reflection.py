@@ -195,6 +195,23 @@ def test_a_garbled_reflection_answer_keeps_the_last_good_catalog(upstream_of_its
     assert mcp.call_tool("InventoryService_GetStock", {"sku": "SKU-0001", "warehouse": "BER"})["isError"] is False
 
 
+def test_a_file_in_protobuf_editions_is_refused_and_the_last_good_catalog_kept(upstream_of_its_own, envoys) -> None:
+    """prost-reflect 0.16.5 panics on a file whose syntax is neither proto2 nor proto3, and a
+    panic in a refresh killed the Wasm VM: the filter refuses such a file first."""
+    upstream = upstream_of_its_own()
+    envoy = envoys(upstream, plugin(INVENTORY))
+    mcp = Mcp(envoy.mcp_url)
+    wait_until(lambda: len(listed(mcp)) == 3, "the reflected tools")
+    restart(upstream, "--reflection", "editions")
+    failed = refreshes(envoy, "failed")
+    wait_until(lambda: refreshes(envoy, "failed") >= failed + 2, "refused refreshes counted")
+    assert ("gRPC server reflection failed, keeping the last good catalog (3 tools): the reflected descriptors do not "
+            "make a catalog: `acme/inventory/v1/inventory.proto` declares syntax \"editions\": only proto2 and proto3 descriptors are "
+            "supported, not editions") in envoy.logs(), envoy.logs()[-3000:]
+    assert len(listed(mcp)) == 3
+    assert mcp.call_tool("InventoryService_GetStock", {"sku": "SKU-0001", "warehouse": "BER"})["isError"] is False
+
+
 def test_a_thousand_method_api_becomes_a_thousand_tools(upstream_of_its_own, envoys) -> None:
     upstream = upstream_of_its_own("--api", "big")
     envoy = envoys(upstream, plugin("big.v1.Big"))

@@ -32,11 +32,47 @@ pub fn configured_pool(descriptor_set: Option<&str>) -> Result<DescriptorPool, C
                 "at `descriptor_set`: not base64 ({error}); encode the FileDescriptorSet file with `base64 -w0`"
             ))
         })?;
-    DescriptorPool::decode(bytes.as_slice()).map_err(|error| {
+    let mut pool = DescriptorPool::new();
+    add_set(&mut pool, &bytes).map_err(|error| {
         ConfigError(format!(
             "at `descriptor_set`: not a usable FileDescriptorSet ({error}); build it with imports included (`switchblade config` or `protoc --include_imports`)"
         ))
-    })
+    })?;
+    Ok(pool)
+}
+
+/// Adds the files of an encoded `FileDescriptorSet` to `pool`. Every set from outside the
+/// filter (a configuration's, a reflection server's) goes through here.
+pub fn add_set(pool: &mut DescriptorPool, set: &[u8]) -> Result<(), String> {
+    for file in set_files(set)? {
+        check_syntax(file)?;
+    }
+    pool.decode_file_descriptor_set(set).map_err(|error| error.to_string())
+}
+
+/// `FileDescriptorProto.name` and `FileDescriptorProto.syntax`.
+const FILE_NAME: u32 = 1;
+const FILE_SYNTAX: u32 = 12;
+
+/// Refuses a file whose `syntax` is neither proto2 nor proto3 before prost-reflect reads it:
+/// prost-reflect 0.16.5 panics on any other (it names the file in its error by an index it has
+/// not filled yet), and a panic kills the Wasm VM. Editions (`"editions"`) are the real case.
+fn check_syntax(file: &[u8]) -> Result<(), String> {
+    let fields = fields(file)?;
+    let text = |tag| {
+        fields
+            .iter()
+            .filter(move |field| field.tag == tag)
+            .filter_map(|field| field.payload)
+            .map(String::from_utf8_lossy)
+    };
+    match text(FILE_SYNTAX).find(|syntax| !matches!(syntax.as_ref(), "proto2" | "proto3")) {
+        None => Ok(()),
+        Some(syntax) => Err(format!(
+            "`{}` declares syntax \"{syntax}\": only proto2 and proto3 descriptors are supported, not editions",
+            text(FILE_NAME).next_back().unwrap_or_default()
+        )),
+    }
 }
 
 /// `FileDescriptorSet.file` and `FileDescriptorProto.source_code_info`.
@@ -163,6 +199,43 @@ mod tests {
             error.starts_with("at `descriptor_set`: not a usable FileDescriptorSet"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn a_file_in_neither_proto2_nor_proto3_is_refused_without_a_panic() {
+        // prost-reflect 0.16.5 panics on this set (found by the reflection fuzz target).
+        let editions = prost_types::FileDescriptorProto {
+            name: Some("edition.proto".to_owned()),
+            syntax: Some("editions".to_owned()),
+            ..Default::default()
+        };
+        let set = prost_types::FileDescriptorSet { file: vec![editions] }.encode_to_vec();
+        let error = add_set(&mut DescriptorPool::new(), &set).unwrap_err();
+        assert_eq!(
+            error,
+            "`edition.proto` declares syntax \"editions\": only proto2 and proto3 descriptors are supported, not editions"
+        );
+        let encoded = base64::engine::general_purpose::STANDARD.encode(&set);
+        let error = configured_pool(Some(&encoded)).unwrap_err().0;
+        assert!(error.contains("declares syntax \"editions\""), "{error}");
+        // An empty syntax is not proto2's absent one: prost-reflect panics on it too.
+        let empty = prost_types::FileDescriptorProto {
+            name: Some("empty.proto".to_owned()),
+            syntax: Some(String::new()),
+            ..Default::default()
+        };
+        let set = prost_types::FileDescriptorSet { file: vec![empty] }.encode_to_vec();
+        assert!(add_set(&mut DescriptorPool::new(), &set).is_err());
+        // The syntaxes prost-reflect reads pass.
+        for syntax in [None, Some("proto2"), Some("proto3")] {
+            let file = prost_types::FileDescriptorProto {
+                name: Some("plain.proto".to_owned()),
+                syntax: syntax.map(str::to_owned),
+                ..Default::default()
+            };
+            let set = prost_types::FileDescriptorSet { file: vec![file] }.encode_to_vec();
+            add_set(&mut DescriptorPool::new(), &set).unwrap();
+        }
     }
 
     #[test]

@@ -5,8 +5,9 @@
 //! operations, followed with google.longrunning.Operations on the same server), and
 //! acme.inventory.v1.InventoryService (a service the filter does not embed), over HTTP/2 on `--grpc` (default 127.0.0.1:50051),
 //! with gRPC server reflection for all of them (`--reflection`: `both` versions, the default;
-//! `v1` or `v1alpha` alone; `off`; `garbage`, answers that are not reflection's; or `lying`,
-//! true answers with fake files beside them, see `switchblade_test_harness::lying_reflection`),
+//! `v1` or `v1alpha` alone; `off`; `garbage`, answers that are not reflection's; `lying`,
+//! true answers with fake files beside them, see `switchblade_test_harness::lying_reflection`;
+//! or `editions`, true answers but for each file declaring syntax `"editions"`),
 //! describing the API `--api` names (`full`, the default; `small`, `big`, `deep` or
 //! `no-validate`, see
 //! `switchblade_test_harness::reflection`), and a control API over HTTP/1.1 on `--control`
@@ -29,6 +30,7 @@ use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde::Deserialize;
+use switchblade_core::descriptors::{encode_set, set_files};
 use switchblade_test_harness::catalog::Catalog;
 use switchblade_test_harness::control::{Control, StreamMode};
 use switchblade_test_harness::exports::Jobs;
@@ -64,6 +66,9 @@ enum Reflection {
     Garbage,
     /// Both versions, answering each question with fake files beside the true answer.
     Lying,
+    /// Both versions, true answers but for each file's syntax: `"editions"`, which the filter
+    /// does not read.
+    Editions,
 }
 
 impl std::str::FromStr for Reflection {
@@ -77,15 +82,16 @@ impl std::str::FromStr for Reflection {
             "off" => Ok(Reflection::Off),
             "garbage" => Ok(Reflection::Garbage),
             "lying" => Ok(Reflection::Lying),
+            "editions" => Ok(Reflection::Editions),
             other => Err(format!(
-                "--reflection {other}: write both, v1, v1alpha, off, garbage or lying"
+                "--reflection {other}: write both, v1, v1alpha, off, garbage, lying or editions"
             )),
         }
     }
 }
 
 const USAGE: &str =
-    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage|lying] [--api full|small|big|deep|no-validate]";
+    "usage: demo-upstream [--grpc ADDR] [--control ADDR] [--reflection both|v1|v1alpha|off|garbage|lying|editions] [--api full|small|big|deep|no-validate]";
 
 fn options() -> Result<Options, Box<dyn Error>> {
     let mut options = Options {
@@ -126,10 +132,14 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let control_server = axum::serve(control_listener, control_api(control.clone())).with_graceful_shutdown(shutdown());
     // Reflection from the descriptor set the services were generated from (or the API the
     // tests ask for); it lives as long as the process.
-    let described: &'static [u8] = Box::leak(descriptor_set(options.api)?.into_boxed_slice());
+    let mut set = descriptor_set(options.api)?;
+    if options.reflection == Reflection::Editions {
+        set = declaring_editions(&set)?;
+    }
+    let described: &'static [u8] = Box::leak(set.into_boxed_slice());
     let reflection = || tonic_reflection::server::Builder::configure().register_encoded_file_descriptor_set(described);
-    let v1 = [Reflection::Both, Reflection::V1].contains(&options.reflection);
-    let v1alpha = [Reflection::Both, Reflection::V1Alpha].contains(&options.reflection);
+    let v1 = [Reflection::Both, Reflection::V1, Reflection::Editions].contains(&options.reflection);
+    let v1alpha = [Reflection::Both, Reflection::V1Alpha, Reflection::Editions].contains(&options.reflection);
     let garbage = options.reflection == Reflection::Garbage;
     let (lying_v1, lying_v1alpha) = match options.reflection {
         Reflection::Lying => {
@@ -216,4 +226,21 @@ fn control_api(control: Control) -> Router {
 
 async fn shutdown() {
     let _ = tokio::signal::ctrl_c().await;
+}
+
+/// `FileDescriptorProto.syntax`.
+const SYNTAX_FIELD: u32 = 12;
+
+/// The set with every file declaring syntax `"editions"`: a string field appended to an
+/// encoding replaces the one before it, and every other byte stays as it was.
+fn declaring_editions(set: &[u8]) -> Result<Vec<u8>, String> {
+    let files: Vec<Vec<u8>> = set_files(set)?
+        .into_iter()
+        .map(|file| {
+            let mut file = file.to_vec();
+            prost::encoding::string::encode(SYNTAX_FIELD, &"editions".to_owned(), &mut file);
+            file
+        })
+        .collect();
+    Ok(encode_set(files.iter().map(Vec::as_slice)))
 }

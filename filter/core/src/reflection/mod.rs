@@ -31,7 +31,7 @@ pub use refreshed::{Declined, Refreshed, Step};
 pub use refresher::Refresher;
 
 use crate::config::PluginConfig;
-use crate::descriptors::{embedded_pool, encode_set, same_but_for_source_info};
+use crate::descriptors::{add_set, embedded_pool, encode_set, same_but_for_source_info};
 use crate::fingerprint::fingerprint;
 use crate::server::Server;
 
@@ -421,8 +421,7 @@ impl Discovery {
             }
         }
         let mut pool = DescriptorPool::new();
-        pool.decode_file_descriptor_set(encode_set(files).as_slice())
-            .map_err(|error| error.to_string())?;
+        add_set(&mut pool, &encode_set(files))?;
         Ok(pool)
     }
 
