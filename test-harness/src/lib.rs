@@ -10,6 +10,7 @@ pub mod lying_reflection;
 pub mod ratelimit;
 pub mod reflection;
 pub mod rules;
+pub mod serving;
 pub mod streams;
 pub mod users;
 

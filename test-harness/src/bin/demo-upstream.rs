@@ -46,6 +46,7 @@ use switchblade_test_harness::proto::rules::rules_service_server::RulesServiceSe
 use switchblade_test_harness::proto::users::user_service_server::UserServiceServer;
 use switchblade_test_harness::reflection::{descriptor_set, Api, GarbageReflection};
 use switchblade_test_harness::rules::Rules;
+use switchblade_test_harness::serving::{incoming, shutdown};
 use switchblade_test_harness::users::Users;
 
 struct Options {
@@ -172,12 +173,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         }))
         .add_service(ExportServiceServer::new(jobs.clone()))
         .add_service(OperationsServer::new(jobs))
-        .serve_with_incoming_shutdown(
-            // Every gRPC server a real deployment runs (grpc-go, grpc-java, grpcio) sends
-            // without Nagle's delay; tonic does so only for listeners it binds itself.
-            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-            shutdown(),
-        );
+        .serve_with_incoming_shutdown(incoming(grpc_listener), shutdown());
     let (grpc, control) = tokio::join!(grpc_server, control_server);
     grpc?;
     control?;
@@ -222,10 +218,6 @@ fn control_api(control: Control) -> Router {
             }),
         )
         .route("/reset", post(move || async move { control.reset() }))
-}
-
-async fn shutdown() {
-    let _ = tokio::signal::ctrl_c().await;
 }
 
 /// `FileDescriptorProto.syntax`.

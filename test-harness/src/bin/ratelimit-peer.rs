@@ -17,6 +17,7 @@ use axum::{Json, Router};
 use serde::Deserialize;
 use switchblade_test_harness::proto::ratelimit::rate_limit_service_server::RateLimitServiceServer;
 use switchblade_test_harness::ratelimit::{Config, RateLimiter, State};
+use switchblade_test_harness::serving::{incoming, shutdown};
 
 const USAGE: &str = "usage: ratelimit-peer --grpc ADDR --control ADDR --config FILE";
 
@@ -81,18 +82,9 @@ async fn main() -> Result<(), Box<dyn Error>> {
     let control_server = axum::serve(control_listener, control).with_graceful_shutdown(shutdown());
     let grpc_server = tonic::transport::Server::builder()
         .add_service(RateLimitServiceServer::new(limiter))
-        .serve_with_incoming_shutdown(
-            // Every gRPC server a real deployment runs (grpc-go, grpc-java, grpcio) sends
-            // without Nagle's delay; tonic does so only for listeners it binds itself.
-            tonic::transport::server::TcpIncoming::from(grpc_listener).with_nodelay(Some(true)),
-            shutdown(),
-        );
+        .serve_with_incoming_shutdown(incoming(grpc_listener), shutdown());
     let (grpc, control) = tokio::join!(grpc_server, control_server);
     grpc?;
     control?;
     Ok(())
-}
-
-async fn shutdown() {
-    let _ = tokio::signal::ctrl_c().await;
 }
