@@ -4,7 +4,8 @@ use base64::Engine;
 use prost::encoding::{self, DecodeContext, WireType};
 use prost::Message;
 use prost_reflect::{DescriptorError, DescriptorPool};
-use prost_types::SourceCodeInfo;
+use prost_types::field_descriptor_proto::{Label, Type};
+use prost_types::{DescriptorProto, FieldDescriptorProto, FileDescriptorProto, SourceCodeInfo};
 
 use crate::config::ConfigError;
 
@@ -45,34 +46,66 @@ pub fn configured_pool(descriptor_set: Option<&str>) -> Result<DescriptorPool, C
 /// filter (a configuration's, a reflection server's) goes through here.
 pub fn add_set(pool: &mut DescriptorPool, set: &[u8]) -> Result<(), String> {
     for file in set_files(set)? {
-        check_syntax(file)?;
+        check_file(file)?;
     }
     pool.decode_file_descriptor_set(set).map_err(|error| error.to_string())
 }
 
-/// `FileDescriptorProto.name` and `FileDescriptorProto.syntax`.
-const FILE_NAME: u32 = 1;
-const FILE_SYNTAX: u32 = 12;
-
-/// Refuses a file whose `syntax` is neither proto2 nor proto3 before prost-reflect reads it:
-/// prost-reflect 0.16.5 panics on any other (it names the file in its error by an index it has
-/// not filled yet), and a panic kills the Wasm VM. Editions (`"editions"`) are the real case.
-fn check_syntax(file: &[u8]) -> Result<(), String> {
-    let fields = fields(file)?;
-    let text = |tag| {
-        fields
-            .iter()
-            .filter(move |field| field.tag == tag)
-            .filter_map(|field| field.payload)
-            .map(String::from_utf8_lossy)
-    };
-    match text(FILE_SYNTAX).find(|syntax| !matches!(syntax.as_ref(), "proto2" | "proto3")) {
-        None => Ok(()),
-        Some(syntax) => Err(format!(
+/// Refuses, before prost-reflect reads it, a file that prost-reflect 0.16.5 accepts and then
+/// panics on (a panic kills the Wasm VM; both were found by the reflection fuzz target):
+/// - a `syntax` neither proto2 nor proto3: it names the file in its error by an index it has
+///   not filled yet. Editions (`"editions"`) are the real case.
+/// - a message marked as a map entry without the key and value fields protoc writes: it
+///   expects them wherever a map is read.
+fn check_file(bytes: &[u8]) -> Result<(), String> {
+    let file = FileDescriptorProto::decode(bytes).map_err(|error| format!("a file does not decode: {error}"))?;
+    if let Some(syntax) = file
+        .syntax
+        .as_deref()
+        .filter(|syntax| !matches!(*syntax, "proto2" | "proto3"))
+    {
+        return Err(format!(
             "`{}` declares syntax \"{syntax}\": only proto2 and proto3 descriptors are supported, not editions",
-            text(FILE_NAME).next_back().unwrap_or_default()
-        )),
+            file.name()
+        ));
     }
+    let mut messages: Vec<(String, &DescriptorProto)> = file
+        .message_type
+        .iter()
+        .map(|message| (format!("{}.{}", file.package(), message.name()), message))
+        .collect();
+    while let Some((name, message)) = messages.pop() {
+        if message.options.as_ref().and_then(|options| options.map_entry) == Some(true) && !is_map_entry(message) {
+            return Err(format!(
+                "`{}`: `{name}` is marked as a map entry, but its fields are not a map's (an optional key numbered 1 of an integer, bool or string type, and an optional value numbered 2)",
+                file.name()
+            ));
+        }
+        messages.extend(
+            message
+                .nested_type
+                .iter()
+                .map(|nested| (format!("{name}.{}", nested.name()), nested)),
+        );
+    }
+    Ok(())
+}
+
+/// Whether a map entry's fields are those protoc writes for `map<K, V>`.
+fn is_map_entry(entry: &DescriptorProto) -> bool {
+    let field = |number| {
+        entry
+            .field
+            .iter()
+            .find(|field| field.number() == number && field.label() != Label::Repeated)
+    };
+    let key_type_allowed = |key: &FieldDescriptorProto| {
+        !matches!(
+            key.r#type(),
+            Type::Double | Type::Float | Type::Bytes | Type::Enum | Type::Message | Type::Group
+        )
+    };
+    field(1).is_some_and(key_type_allowed) && field(2).is_some()
 }
 
 /// `FileDescriptorSet.file` and `FileDescriptorProto.source_code_info`.
@@ -236,6 +269,77 @@ mod tests {
             let set = prost_types::FileDescriptorSet { file: vec![file] }.encode_to_vec();
             add_set(&mut DescriptorPool::new(), &set).unwrap();
         }
+    }
+
+    #[test]
+    fn a_map_entry_without_a_maps_fields_is_refused_without_a_panic() {
+        use prost_types::{FieldDescriptorProto, MessageOptions};
+        // prost-reflect 0.16.5 builds this pool, then panics when the map is read (found by the
+        // reflection fuzz target, in the tool's schema).
+        let field = |name: &str, number, r#type: Type, label: Label, type_name: Option<&str>| FieldDescriptorProto {
+            name: Some(name.to_owned()),
+            number: Some(number),
+            r#type: Some(r#type as i32),
+            label: Some(label as i32),
+            type_name: type_name.map(str::to_owned),
+            ..Default::default()
+        };
+        let set = |entry_fields: Vec<FieldDescriptorProto>| {
+            let entry = DescriptorProto {
+                name: Some("LabelsEntry".to_owned()),
+                field: entry_fields,
+                options: Some(MessageOptions {
+                    map_entry: Some(true),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            };
+            let message = DescriptorProto {
+                name: Some("Item".to_owned()),
+                field: vec![field(
+                    "labels",
+                    1,
+                    Type::Message,
+                    Label::Repeated,
+                    Some(".shop.v1.Item.LabelsEntry"),
+                )],
+                nested_type: vec![entry],
+                ..Default::default()
+            };
+            let file = FileDescriptorProto {
+                name: Some("shop.proto".to_owned()),
+                package: Some("shop.v1".to_owned()),
+                syntax: Some("proto3".to_owned()),
+                message_type: vec![message],
+                ..Default::default()
+            };
+            prost_types::FileDescriptorSet { file: vec![file] }.encode_to_vec()
+        };
+        let key = field("key", 1, Type::String, Label::Optional, None);
+        let value = field("value", 2, Type::Int32, Label::Optional, None);
+        let refused = [
+            vec![key.clone()],
+            vec![value.clone()],
+            vec![field("key", 1, Type::Double, Label::Optional, None), value.clone()],
+            vec![field("key", 1, Type::String, Label::Repeated, None), value.clone()],
+        ];
+        for fields in refused {
+            let error = add_set(&mut DescriptorPool::new(), &set(fields.clone())).unwrap_err();
+            assert!(
+                error.starts_with(
+                    "`shop.proto`: `shop.v1.Item.LabelsEntry` is marked as a map entry, but its fields are not a map's"
+                ),
+                "{fields:?}: {error}"
+            );
+        }
+        let mut pool = DescriptorPool::new();
+        add_set(&mut pool, &set(vec![key, value])).unwrap();
+        let labels = pool
+            .get_message_by_name("shop.v1.Item")
+            .unwrap()
+            .get_field_by_name("labels")
+            .unwrap();
+        assert!(labels.is_map());
     }
 
     #[test]
