@@ -33,7 +33,8 @@ sys.path.insert(0, str(HERE))
 
 from filter_build import MODULE, WASM  # noqa: E402
 from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa: E402
-from scale import CatalogFigures, catalog_figures, scale_plugin  # noqa: E402
+from memory import memory_figures, memory_table  # noqa: E402
+from scale import CatalogFigures, catalog_figures, scale_messages, scale_plugin  # noqa: E402
 from systems import (  # noqa: E402
     CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_systems, bootstrap,
     tools_list_system,
@@ -88,23 +89,29 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
-def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str | None) -> Envoy:
-    """One Envoy (one worker thread, the harness's) running the system's bootstrap."""
+def start_envoy(system: System, upstream: Upstream, descriptors: str, cpus: str | None, workers: int = 1) -> Envoy:
+    """One Envoy (one worker thread unless told) running the system's bootstrap."""
     config = bootstrap(system, descriptors, str(WASM.binary))
     build = MODULE if system.module else WASM
     if system.module and system.binary is not None:
         build = copy.copy(MODULE)
         build.binary = system.binary
     return Envoy(upstream, bootstrap=config, name=f"bench-{system.key}", command_prefix=pinned([], cpus),
-                 build=build).start()
+                 build=build, workers=workers).start()
 
 
-def envoy_catalog_figures(envoy: Envoy) -> CatalogFigures:
-    # The filter publishes its VM's memory once a second (0 until then).
+def wait_for_vm_memory(envoy: Envoy) -> None:
+    """The Wasm filter publishes its VM's memory once a second (0 until then)."""
     gauge = re.compile(r"switchblade\.vm_memory_bytes: [1-9]")
     wait_until(lambda: gauge.search(httpx2.get(f"{envoy.admin_url}/stats", timeout=1).text),
                "the switchblade.vm_memory_bytes gauge", process=envoy.process)
-    return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS)
+
+
+def envoy_catalog_figures(envoy: Envoy, system: System) -> CatalogFigures:
+    if not system.module:
+        wait_for_vm_memory(envoy)
+    rss = int(rss_mib(envoy.process.pid) * 2**20)
+    return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS, rss, wasm=not system.module)
 
 
 def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:
@@ -164,7 +171,7 @@ def run_system(system: System, upstream: Upstream, descriptors: str, options: ar
     try:
         check_answer(system, port)
         if envoy and figures is not None:
-            figures.append(envoy_catalog_figures(envoy))
+            figures.append(envoy_catalog_figures(envoy, system))
         runs = []
         for connections in connections_list or options.connections:
             run = measure(system, port, envoy, upstream, connections, round_, options)
@@ -282,25 +289,56 @@ def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
 
 
 def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace) -> tuple[list[Run], str]:
-    """tools/list of a 1,001-tool catalog against the benchmark's 3-tool one, and the catalog's
-    build time and VM memory; and the .wasm size."""
-    plugin = scale_plugin(CLI, WORK / "bench-scale")
-    systems = [tools_list_system("L", "tools/list, 1,000 of 1,001 tools (2,400 messages)", plugin),
-               tools_list_system("S", "tools/list, 3 tools (the benchmark's own catalog)", None)]
+    """tools/list of each scale catalog against the benchmark's 3-tool one, in both builds; each
+    catalog's build time, memory and full listing; and the .wasm size."""
+    catalogs = [(f"{methods // 1000}k", f"{methods + 1:,} tools ({scale_messages(methods):,} messages)",
+                 scale_plugin(CLI, WORK / "bench-scale", methods)) for methods in options.scale_methods]
+    catalogs.append(("3", "3 tools (the benchmark's own catalog)", None))
+    systems = []
+    for size, title, plugin in catalogs:
+        systems.append(tools_list_system(f"W{size}", f"Wasm filter, tools/list, {title}", plugin))
+        systems.append(tools_list_system(f"M{size}", f"dynamic module, tools/list, {title}", plugin, module=True))
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
     for system in systems:
         SYSTEMS_BY_KEY[system.key] = system
         print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
         runs += run_system(system, upstream, descriptors, options, options.scale_connections, figures)
-    lines = ["| catalog | tools | listed | catalog build per VM (ms) | Wasm VM memory | tools/list answer |",
-             "|---|---:|---:|---:|---:|---:|"]
+    lines = ["| catalog | tools | first page | catalog build (ms, per VM) | Wasm VM memory | Envoy RSS | "
+             "tcmalloc allocated | first page's bytes | every page, one after another |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for system, figure in zip(systems, figures):
-        lines.append(f"| ({system.key}) {system.title.split(', ', 1)[1]} | {figure.tools} | {figure.listed} | "
-                     f"{', '.join(map(str, figure.build_ms))} | {figure.vm_memory_bytes / 2**20:.2f} MiB | "
-                     f"{figure.tools_list_bytes:,} bytes |")
+        memory = "–" if figure.vm_memory_bytes is None else f"{figure.vm_memory_bytes / 2**20:.1f} MiB"
+        lines.append(f"| ({system.key}) {system.title.replace(', tools/list', '')} | {figure.tools:,} | "
+                     f"{figure.listed:,} | {', '.join(map(str, figure.build_ms))} | {memory} | "
+                     f"{figure.envoy_rss_bytes / 2**20:.1f} MiB | {figure.heap_allocated_bytes / 2**20:.1f} MiB | "
+                     f"{figure.tools_list_bytes:,} | {figure.pages} page{'' if figure.pages == 1 else 's'} in "
+                     f"{figure.walk_ms:.1f} ms |")
     lines.append(f"\n`.wasm`: {WASM.binary.stat().st_size:,} bytes.")
-    return runs, "\n".join(lines)
+    memory = run_memory(upstream, descriptors, options, catalogs[-1:] if options.smoke else [catalogs[-1], catalogs[0]])
+    return runs, "\n".join(lines) + "\n\nWhere Envoy's memory goes, idle after one tools/list (MiB):\n\n" + memory
+
+
+def run_memory(upstream: Upstream, descriptors: str, options: argparse.Namespace,
+               catalogs: list[tuple[str, str, dict | None]]) -> str:
+    """Each build with each catalog at each count of worker threads: Envoy's resident memory,
+    by what holds it."""
+    rows = []
+    for size, title, plugin in catalogs:
+        for module in (False, True):
+            build = "dynamic module" if module else "Wasm filter"
+            system = tools_list_system(f"{'M' if module else 'W'}{size}", title, plugin, module=module)
+            for workers in options.memory_workers:
+                print(f"  memory: {build}, {title}, {workers} worker(s)", file=sys.stderr, flush=True)
+                envoy = start_envoy(system, upstream, descriptors, None, workers=workers)
+                try:
+                    check_answer(system, envoy.port)
+                    if not module:
+                        wait_for_vm_memory(envoy)
+                    rows.append((f"{build}, {title}", workers, memory_figures(envoy.process.pid, envoy.admin_url)))
+                finally:
+                    envoy.stop()
+    return memory_table(rows)
 
 
 def arguments() -> argparse.Namespace:
@@ -317,7 +355,9 @@ def arguments() -> argparse.Namespace:
                         help="rounds of every system, one after another; figures are medians over them")
     parser.add_argument("--no-pin", action="store_true",
                         help="do not pin Envoy to its own CPU (the upstream and the load generator share the rest)")
-    parser.add_argument("--no-scale", action="store_true", help="skip the 1,001-tool catalog figures")
+    parser.add_argument("--no-scale", action="store_true", help="skip the scale catalogs' figures")
+    parser.add_argument("--scale-methods", default="1000,10000",
+                        help="comma-separated sizes of the scale catalogs, in unary methods (each has one more tool)")
     parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
     parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                         help="also run (e) and (h) as another checkout built them, as (E) and (H), in the same "
@@ -327,6 +367,8 @@ def arguments() -> argparse.Namespace:
     if options.smoke:
         options.seconds, options.warmup, options.connections, options.runs = 1, 0, "1,4", 1
     options.connections = [int(part) for part in options.connections.split(",")]
+    options.memory_workers = [1] if options.smoke else [1, 2, 4]
+    options.scale_methods = [1000] if options.smoke else [int(part) for part in options.scale_methods.split(",")]
     baseline = baseline_systems(options.baseline.resolve()) if options.baseline else []
     missing = [str(system.binary) for system in baseline if system.binary and not system.binary.exists()]
     if missing:

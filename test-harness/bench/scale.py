@@ -1,6 +1,6 @@
-"""Scale figures: a 1,001-tool catalog from 2,400 messages, served by Switchblade in Envoy.
+"""Scale figures: catalogs of 1,001 and 10,001 tools served by Switchblade in Envoy, both builds.
 
-The .proto is the shape of filter/core/tests/scale.rs (1,000 unary methods with their request and
+The .proto is the shape of filter/core/tests/scale.rs (N unary methods with their request and
 response messages, a 300-message chain nested one inside the next, a 100-message cycle),
 written as text and compiled by the switchblade CLI, as a user would.
 """
@@ -9,24 +9,27 @@ from __future__ import annotations
 
 import json
 import re
+import statistics
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
 from systems import CLUSTER
 
-METHODS = 1000
+# The largest tools/list page the filter allows.
+PAGE = 1000
 CHAIN = 300
 CYCLE = 100
 SCALARS = "  int64 id = 1;\n  string name = 2;\n  int32 count = 3;\n  bool enabled = 4;\n"
 
 
-def scale_proto() -> str:
+def scale_proto(methods: int) -> str:
     parts = ['syntax = "proto3";\n\npackage scale.v1;\n\nservice ScaleService {\n']
-    parts += [f"  rpc Method{i}(Request{i}) returns (Response{i});\n" for i in range(METHODS)]
+    parts += [f"  rpc Method{i}(Request{i}) returns (Response{i});\n" for i in range(methods)]
     parts.append("  rpc Deep(Chain0) returns (Cycle0);\n}\n\n")
-    for i in range(METHODS):
+    for i in range(methods):
         parts.append(f"message Request{i} {{\n{SCALARS}}}\n\nmessage Response{i} {{\n{SCALARS}}}\n\n")
     for i in range(CHAIN):
         link = f"  Chain{i + 1} next = 2;\n" if i + 1 < CHAIN else ""
@@ -36,43 +39,85 @@ def scale_proto() -> str:
     return "".join(parts)
 
 
-def scale_plugin(cli: Path, work: Path) -> dict:
-    """The plugin configuration for the scale catalog, with tools/list pages of 1,000 tools
-    (the largest page the filter allows)."""
-    proto = work / "scale/v1/scale.proto"
+def scale_messages(methods: int) -> int:
+    return 2 * methods + CHAIN + CYCLE
+
+
+def scale_plugin(cli: Path, work: Path, methods: int) -> dict:
+    """The plugin configuration for a scale catalog of `methods` methods (and `Deep`), with
+    tools/list pages of PAGE tools."""
+    root = work / str(methods)
+    proto = root / "scale/v1/scale.proto"
     proto.parent.mkdir(parents=True, exist_ok=True)
-    proto.write_text(scale_proto())
-    output = subprocess.check_output([str(cli), "config", "scale/v1/scale.proto", "-I", str(work),
+    proto.write_text(scale_proto(methods))
+    output = subprocess.check_output([str(cli), "config", "scale/v1/scale.proto", "-I", str(root),
                                       "--service", f"scale.v1.ScaleService={CLUSTER}"])
     plugin = json.loads(output)
-    plugin["tools_list"] = {"page_size": METHODS}
+    plugin["tools_list"] = {"page_size": PAGE}
     return plugin
 
 
 @dataclass
 class CatalogFigures:
     tools: int
-    # Tools in the first tools/list page (the answer measured).
+    # Tools in the first tools/list page (the answer the load measures).
     listed: int
-    messages: int
-    # One build per Wasm VM (Envoy's main thread and each worker).
+    # One build per Wasm VM (Envoy's main thread and each worker); one for the module.
     build_ms: list[int]
-    vm_memory_bytes: int
+    # The Wasm VM's linear memory (None for the module, whose heap is Envoy's).
+    vm_memory_bytes: int | None
+    # Envoy's resident memory and tcmalloc's allocated bytes, idle after the builds.
+    envoy_rss_bytes: int
+    heap_allocated_bytes: int
     tools_list_bytes: int
+    # Every page of tools/list, one after another on one connection: pages, and the median of
+    # WALKS walks in milliseconds.
+    pages: int
+    walk_ms: float
 
 
-def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, str]) -> CatalogFigures:
+WALKS = 5
+
+
+def walk_tools_list(client: httpx2.Client, mcp_url: str, headers: dict[str, str]) -> tuple[int, int, float]:
+    """Lists every page; returns the tools, the pages and the seconds it took."""
+    started = time.perf_counter()
+    tools = pages = 0
+    cursor = None
+    while True:
+        params = {"cursor": cursor} if cursor else {}
+        body = {"jsonrpc": "2.0", "id": pages + 1, "method": "tools/list", "params": params}
+        result = client.post(mcp_url, headers=headers, content=json.dumps(body)).json()["result"]
+        tools += len(result["tools"])
+        pages += 1
+        cursor = result.get("nextCursor")
+        if not cursor:
+            return tools, pages, time.perf_counter() - started
+
+
+def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, str], envoy_rss_bytes: int,
+                    wasm: bool) -> CatalogFigures:
     builds = [(int(tools), int(ms)) for tools, ms in
-              re.findall(r"serving (\d+) tools at \S+ \(catalog built in (\d+) ms\)", log)]
-    stats = httpx2.get(f"{admin_url}/stats?filter=vm_memory_bytes", timeout=2).text
-    memory = [int(value) for value in re.findall(r"switchblade\.vm_memory_bytes: (\d+)", stats)]
-    listing = httpx2.post(mcp_url, headers=headers, timeout=10,
-                          content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+              re.findall(r"serving (\d+) tools at \S+ \(catalog built in (\d+) ms", log)]
+    memory = None
+    if wasm:
+        stats = httpx2.get(f"{admin_url}/stats?filter=vm_memory_bytes", timeout=2).text
+        memory = max((int(value) for value in re.findall(r"switchblade\.vm_memory_bytes: (\d+)", stats)), default=0)
+    allocated = int(httpx2.get(f"{admin_url}/memory", timeout=2).json()["allocated"])
+    with httpx2.Client(timeout=30) as client:
+        listing = client.post(mcp_url, headers=headers,
+                              content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        walks = [walk_tools_list(client, mcp_url, headers) for _ in range(WALKS)]
+    tools = max((tools for tools, _ in builds), default=0)
+    assert all(listed == tools for listed, _, _ in walks), f"a walk of tools/list missed tools: {walks}"
     return CatalogFigures(
-        tools=max((tools for tools, _ in builds), default=0),
+        tools=tools,
         listed=len(listing.json()["result"]["tools"]),
-        messages=2 * METHODS + CHAIN + CYCLE,
         build_ms=[ms for _, ms in builds],
-        vm_memory_bytes=max(memory, default=0),
+        vm_memory_bytes=memory,
+        envoy_rss_bytes=envoy_rss_bytes,
+        heap_allocated_bytes=allocated,
         tools_list_bytes=len(listing.content),
+        pages=walks[0][1],
+        walk_ms=statistics.median(seconds for _, _, seconds in walks) * 1000,
     )

@@ -310,12 +310,13 @@ def tools_listed(body: str) -> str:
     return "" if tools else "an empty tool list"
 
 
-def tools_list_system(key: str, title: str, plugin: dict[str, Any] | None) -> System:
+def tools_list_system(key: str, title: str, plugin: dict[str, Any] | None, module: bool = False) -> System:
     """Switchblade answering tools/list (no upstream call) with the given plugin configuration."""
+    def filters(descriptors: str, wasm: str) -> list[dict[str, Any]]:
+        return [*(switchblade_module(plugin) if module else switchblade(wasm, plugin)), router()]
     return System(key, title, "http", path="/mcp",
                   body=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), headers=MCP_HEADERS,
-                  filters=lambda descriptors, wasm: [*switchblade(wasm, plugin), router()],
-                  check=tools_listed, reaches_upstream=False, floor=True)
+                  filters=filters, check=tools_listed, reaches_upstream=False, floor=True, module=module)
 
 
 def bootstrap(system: System, descriptors: str, wasm: str) -> dict[str, Any]:

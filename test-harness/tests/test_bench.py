@@ -19,7 +19,7 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
     table = run.stdout
-    for key in "abcdefghiklpqrLS":
+    for key in [*"abcdefghiklpqr", "W1k", "M1k", "W3", "M3"]:
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
     # The ratios of Switchblade to the REST transcoder and to the native MCP chain, per concurrency.
     ratios = re.findall(r"^\| \((\w)\)/\((\w)\) \| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table,
@@ -33,7 +33,15 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     for key in "pqr":
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \| \d+\.\d{{4}} \|", table.split("Streams, per message:")[1],
                          re.MULTILINE), table
-    figures = re.search(r"^\| \(L\) .* \| 1001 \| 1000 \| (\d+), .* \| ([\d.]+) MiB \| ([\d,]+) bytes \|", table,
-                        re.MULTILINE)
-    assert figures, table
+    # The scale catalog in both builds: a build per Wasm VM, one for the module (whose memory is
+    # Envoy's), and every page listed.
+    wasm = re.search(r"^\| \(W1k\) .* \| 1,001 \| 1,000 \| \d+, \d+.* \| [\d.]+ MiB \| [\d.]+ MiB \| [\d.]+ MiB \| "
+                     r"[\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
+    module = re.search(r"^\| \(M1k\) .* \| 1,001 \| 1,000 \| \d+ \| – \| [\d.]+ MiB \| [\d.]+ MiB \| "
+                       r"[\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
+    assert wasm and module, table
+    # Where Envoy's memory goes, in both builds.
+    for build in ("Wasm filter", "dynamic module"):
+        assert re.search(rf"^\| {build}, 3 tools .* \| 1 \| \d+ MiB \| \d+ \| \d+ \| \d+ \(\d+, \d+, \d+\) \| \d+ \|$", table,
+                         re.MULTILINE), table
     assert re.search(r"`\.wasm`: [\d,]+ bytes", table), table

@@ -5,7 +5,7 @@
 use std::any::Any;
 use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use switchblade_core::config::{ConfigError, TokenPayloadSource};
 use switchblade_core::configure::{configure_with_process_key, Configured};
@@ -50,7 +50,9 @@ impl Config {
     /// Builds the server, and defines its stats (Envoy allows that only now, while the
     /// configuration is made).
     pub fn from_bytes(bytes: &[u8], stats: &impl StatsHost) -> Result<Self, ConfigError> {
+        let started = Instant::now();
         let Configured { server, refresher } = configure_with_process_key(bytes, process_key())?;
+        let took = started.elapsed();
         if let Some(TokenPayloadSource::Metadata { namespace, key }) = server.access().map(|policy| policy.source()) {
             return Err(ConfigError(format!(
                 "at `authorization.token_payload`: the dynamic module cannot read dynamic metadata `{namespace}` key `{key}`: \
@@ -81,9 +83,10 @@ impl Config {
             .collect();
         let routed = server.routing().cluster_header.as_deref();
         log::info!(
-            "serving {} tools at {} ({})",
+            "serving {} tools at {} (catalog built in {} ms; {})",
             server.catalog().tool_count(),
             server.mcp_path(),
+            took.as_millis(),
             match routed {
                 Some(header) => format!("tool calls through Envoy's router, cluster in header {header}"),
                 None => "tool calls as HTTP callouts".to_owned(),
