@@ -182,32 +182,26 @@ def test_until_reflection_answers_the_state_is_explicit_and_failures_are_counted
     wait_until(lambda: "InventoryService_GetStock" in listed(mcp), "the reflected tools")
 
 
-def test_a_garbled_reflection_answer_keeps_the_last_good_catalog(upstream_of_its_own, envoys) -> None:
+KEPT = "gRPC server reflection failed, keeping the last good catalog (3 tools): "
+
+
+@pytest.mark.parametrize("reflection, why", [
+    ("garbage", "cluster demo_grpc: a garbled reflection answer"),
+    # prost-reflect 0.16.5 panics on a file whose syntax is neither proto2 nor proto3, and a
+    # panic in a refresh killed the Wasm VM: the filter refuses such a file first.
+    ("editions", "the reflected descriptors do not make a catalog: `acme/inventory/v1/inventory.proto` declares syntax "
+                 "\"editions\": only proto2 and proto3 descriptors are supported, not editions"),
+], ids=["garbled", "editions"])
+def test_a_bad_reflection_answer_keeps_the_last_good_catalog(upstream_of_its_own, envoys, reflection: str,
+                                                             why: str) -> None:
     upstream = upstream_of_its_own()
     envoy = envoys(upstream, plugin(INVENTORY))
     mcp = Mcp(envoy.mcp_url)
     wait_until(lambda: len(listed(mcp)) == 3, "the reflected tools")
-    restart(upstream, "--reflection", "garbage")
+    restart(upstream, "--reflection", reflection)
     failed = refreshes(envoy, "failed")
-    wait_until(lambda: refreshes(envoy, "failed") >= failed + 2, "garbled refreshes counted")
-    assert "gRPC server reflection failed, keeping the last good catalog (3 tools): cluster demo_grpc: a garbled reflection answer" in envoy.logs()
-    assert len(listed(mcp)) == 3
-    assert mcp.call_tool("InventoryService_GetStock", {"sku": "SKU-0001", "warehouse": "BER"})["isError"] is False
-
-
-def test_a_file_in_protobuf_editions_is_refused_and_the_last_good_catalog_kept(upstream_of_its_own, envoys) -> None:
-    """prost-reflect 0.16.5 panics on a file whose syntax is neither proto2 nor proto3, and a
-    panic in a refresh killed the Wasm VM: the filter refuses such a file first."""
-    upstream = upstream_of_its_own()
-    envoy = envoys(upstream, plugin(INVENTORY))
-    mcp = Mcp(envoy.mcp_url)
-    wait_until(lambda: len(listed(mcp)) == 3, "the reflected tools")
-    restart(upstream, "--reflection", "editions")
-    failed = refreshes(envoy, "failed")
-    wait_until(lambda: refreshes(envoy, "failed") >= failed + 2, "refused refreshes counted")
-    assert ("gRPC server reflection failed, keeping the last good catalog (3 tools): the reflected descriptors do not "
-            "make a catalog: `acme/inventory/v1/inventory.proto` declares syntax \"editions\": only proto2 and proto3 descriptors are "
-            "supported, not editions") in envoy.logs(), envoy.logs()[-3000:]
+    wait_until(lambda: refreshes(envoy, "failed") >= failed + 2, "failed refreshes counted")
+    assert KEPT + why in envoy.logs(), envoy.logs()[-3000:]
     assert len(listed(mcp)) == 3
     assert mcp.call_tool("InventoryService_GetStock", {"sku": "SKU-0001", "warehouse": "BER"})["isError"] is False
 
