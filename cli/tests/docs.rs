@@ -547,7 +547,8 @@ fn string_literals(source: &str) -> Vec<String> {
                 }
                 at += 1;
             }
-            'r' if matches!(chars.get(at + 1), Some('"') | Some('#'))
+            // A raw string (r"…", r#"…"#), not a raw identifier (r#type).
+            'r' if chars[at + 1..].iter().find(|c| **c != '#') == Some(&'"')
                 && !chars
                     .get(at.wrapping_sub(1))
                     .is_some_and(|c| c.is_alphanumeric() || *c == '_') =>
