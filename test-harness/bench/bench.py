@@ -110,8 +110,8 @@ def wait_for_vm_memory(envoy: Envoy) -> None:
 def envoy_catalog_figures(envoy: Envoy, system: System) -> CatalogFigures:
     if not system.module:
         wait_for_vm_memory(envoy)
-    rss = int(rss_mib(envoy.process.pid) * 2**20)
-    return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS, rss, wasm=not system.module)
+    return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS,
+                           memory_figures(envoy.process.pid, envoy.admin_url), wasm=not system.module)
 
 
 def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:
@@ -294,10 +294,8 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     catalogs = [(f"{methods // 1000}k", f"{methods + 1:,} tools ({scale_messages(methods):,} messages)",
                  scale_plugin(CLI, WORK / "bench-scale", methods)) for methods in options.scale_methods]
     catalogs.append(("3", "3 tools (the benchmark's own catalog)", None))
-    systems = []
-    for size, title, plugin in catalogs:
-        systems.append(tools_list_system(f"W{size}", f"Wasm filter, tools/list, {title}", plugin))
-        systems.append(tools_list_system(f"M{size}", f"dynamic module, tools/list, {title}", plugin, module=True))
+    systems = [scale_system(size, f"tools/list, {title}", plugin, module)
+               for size, title, plugin in catalogs for module in (False, True)]
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
     for system in systems:
@@ -308,15 +306,21 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
              "tcmalloc allocated | first page's bytes | every page, one after another |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for system, figure in zip(systems, figures):
-        memory = "–" if figure.vm_memory_bytes is None else f"{figure.vm_memory_bytes / 2**20:.1f} MiB"
+        vm_memory = "–" if figure.vm_memory_bytes is None else f"{figure.vm_memory_bytes / 2**20:.1f} MiB"
         lines.append(f"| ({system.key}) {system.title.replace(', tools/list', '')} | {figure.tools:,} | "
-                     f"{figure.listed:,} | {', '.join(map(str, figure.build_ms))} | {memory} | "
+                     f"{figure.listed:,} | {', '.join(map(str, figure.build_ms))} | {vm_memory} | "
                      f"{figure.envoy_rss_bytes / 2**20:.1f} MiB | {figure.heap_allocated_bytes / 2**20:.1f} MiB | "
                      f"{figure.tools_list_bytes:,} | {figure.pages} page{'' if figure.pages == 1 else 's'} in "
                      f"{figure.walk_ms:.1f} ms |")
     lines.append(f"\n`.wasm`: {WASM.binary.stat().st_size:,} bytes.")
     memory = run_memory(upstream, descriptors, options, catalogs[-1:] if options.smoke else [catalogs[-1], catalogs[0]])
     return runs, "\n".join(lines) + "\n\nWhere Envoy's memory goes, idle after one tools/list (MiB):\n\n" + memory
+
+
+def scale_system(size: str, title: str, plugin: dict | None, module: bool) -> System:
+    """A scale system: `W` and the size for the Wasm filter, `M` for the module."""
+    build = "dynamic module" if module else "Wasm filter"
+    return tools_list_system(f"{'M' if module else 'W'}{size}", f"{build}, {title}", plugin, module=module)
 
 
 def run_memory(upstream: Upstream, descriptors: str, options: argparse.Namespace,
@@ -326,16 +330,15 @@ def run_memory(upstream: Upstream, descriptors: str, options: argparse.Namespace
     rows = []
     for size, title, plugin in catalogs:
         for module in (False, True):
-            build = "dynamic module" if module else "Wasm filter"
-            system = tools_list_system(f"{'M' if module else 'W'}{size}", title, plugin, module=module)
+            system = scale_system(size, title, plugin, module)
             for workers in options.memory_workers:
-                print(f"  memory: {build}, {title}, {workers} worker(s)", file=sys.stderr, flush=True)
+                print(f"  memory: {system.title}, {workers} worker(s)", file=sys.stderr, flush=True)
                 envoy = start_envoy(system, upstream, descriptors, None, workers=workers)
                 try:
                     check_answer(system, envoy.port)
                     if not module:
                         wait_for_vm_memory(envoy)
-                    rows.append((f"{build}, {title}", workers, memory_figures(envoy.process.pid, envoy.admin_url)))
+                    rows.append((system.title, workers, memory_figures(envoy.process.pid, envoy.admin_url)))
                 finally:
                     envoy.stop()
     return memory_table(rows)

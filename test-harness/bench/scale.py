@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx2
+from memory import MemoryFigures
 from systems import CLUSTER
 
 # The largest tools/list page the filter allows.
@@ -99,7 +100,7 @@ def walk_tools_list(client: httpx2.Client, mcp_url: str, headers: dict[str, str]
             return tools, pages, exchanging
 
 
-def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, str], envoy_rss_bytes: int,
+def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, str], envoy_memory: MemoryFigures,
                     wasm: bool) -> CatalogFigures:
     builds = [(int(tools), int(ms)) for tools, ms in
               re.findall(r"serving (\d+) tools at \S+ \(catalog built in (\d+) ms", log)]
@@ -107,7 +108,6 @@ def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, s
     if wasm:
         stats = httpx2.get(f"{admin_url}/stats?filter=vm_memory_bytes", timeout=2).text
         memory = max((int(value) for value in re.findall(r"switchblade\.vm_memory_bytes: (\d+)", stats)), default=0)
-    allocated = int(httpx2.get(f"{admin_url}/memory", timeout=2).json()["allocated"])
     with httpx2.Client(timeout=30) as client:
         listing = client.post(mcp_url, headers=headers,
                               content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
@@ -119,8 +119,8 @@ def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, s
         listed=len(listing.json()["result"]["tools"]),
         build_ms=[ms for _, ms in builds],
         vm_memory_bytes=memory,
-        envoy_rss_bytes=envoy_rss_bytes,
-        heap_allocated_bytes=allocated,
+        envoy_rss_bytes=envoy_memory.rss,
+        heap_allocated_bytes=envoy_memory.heap_allocated,
         tools_list_bytes=len(listing.content),
         pages=walks[0][1],
         walk_ms=statistics.median(seconds for _, _, seconds in walks) * 1000,
