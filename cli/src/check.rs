@@ -93,6 +93,7 @@ fn check_text(file: &str, text: &str, lines: &mut Vec<Line>) {
 
 fn check_one(file: &str, embedded: &Embedded) -> Line {
     match manifests::check(embedded) {
+        Ok(1) => Line::Ok(format!("{file}: {}: 1 tool", embedded.place)),
         Ok(tools) => Line::Ok(format!("{file}: {}: {tools} tools", embedded.place)),
         Err(error) => Line::Failed(format!(
             "{file}: {}: invalid plugin configuration: {error}",

@@ -149,12 +149,12 @@ fn bare_configurations_and_standard_input_are_read() {
     let config = r#"{"services": {"demo.users.v1.UserService": {"cluster": "users"}}}"#;
     assert_eq!(
         switchblade_in(&repo(), &["check", "-"], config).ok(),
-        "-: the plugin configuration: 1 tools\n"
+        "-: the plugin configuration: 1 tool\n"
     );
     let yaml = "services:\n  demo.users.v1.UserService: {cluster: users}\n";
     assert_eq!(
         switchblade_in(&repo(), &["check", "-"], yaml).ok(),
-        "-: document 1, the plugin configuration: 1 tools\n"
+        "-: document 1, the plugin configuration: 1 tool\n"
     );
     // Read byte for byte: a key given twice is refused, as the filter refuses it.
     let twice = r#"{"services": {"demo.users.v1.UserService": {"cluster": "a"}, "demo.users.v1.UserService": {"cluster": "b"}}}"#;
