@@ -131,7 +131,7 @@ fn tools(file: &str) -> Result<Output, String> {
         };
         format!("invalid plugin configuration: {error}{hint}")
     })?;
-    let tools: Vec<&Value> = server.catalog().tools().map(|tool| &tool.definition).collect();
+    let tools: Vec<Value> = server.catalog().tools().map(|tool| tool.definition_value()).collect();
     // Not part of `tools/list`: how each tool's method streams, for the person reading.
     let kinds: serde_json::Map<String, Value> = server
         .catalog()

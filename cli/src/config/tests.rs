@@ -60,7 +60,7 @@ fn set_args(service: &str, path: PathBuf) -> ConfigArgs {
 
 fn tool_list(config_json: &str) -> Vec<Value> {
     let server = Server::from_config_bytes(config_json.as_bytes()).unwrap();
-    server.catalog().tools().map(|tool| tool.definition.clone()).collect()
+    server.catalog().tools().map(|tool| tool.definition_value()).collect()
 }
 
 #[test]
@@ -300,7 +300,7 @@ fn source_info_keeps_the_comments_only() {
     // And they still describe the tools.
     let server = Server::from_config_bytes(config(&args).unwrap().as_bytes()).unwrap();
     let tool = server.catalog().get("UserService_GetUser").unwrap();
-    assert!(tool.definition["description"]
+    assert!(tool.definition_value()["description"]
         .as_str()
         .is_some_and(|text| !text.is_empty()));
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use log::{info, warn};
 use prost_reflect::{DescriptorPool, MessageDescriptor, MethodDescriptor, ServiceDescriptor, Value as ProtoValue};
+use serde_json::value::{to_raw_value, RawValue};
 use serde_json::{json, Map, Value};
 
 use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
@@ -45,8 +46,9 @@ pub struct Tool {
     pub wrap_input: bool,
     /// Likewise for the response: structured content is `{"value": …}`.
     pub wrap_output: bool,
-    /// The tool's entry in `tools/list`.
-    pub definition: Value,
+    /// The tool's entry in `tools/list`, as JSON text: a parsed `Value` takes about ten times
+    /// the memory of its text (BENCHMARKS.md, "Scale"), and the entry is only ever copied out.
+    pub definition: Box<RawValue>,
     /// A method that starts a long-running operation: the tool runs as an MCP task, and its
     /// output is the operation's response.
     pub task: Option<TaskTool>,
@@ -68,6 +70,12 @@ impl Tool {
 
     pub fn method_name(&self) -> &str {
         self.method.name()
+    }
+
+    /// The tool's entry parsed, for readers that look inside it (the CLI, tests).
+    pub fn definition_value(&self) -> Value {
+        // serde_json wrote this text from a `Value`, so it reads back; Null is unreachable.
+        serde_json::from_str(self.definition.get()).unwrap_or(Value::Null)
     }
 }
 
@@ -334,6 +342,11 @@ fn build_tool(
     if !annotations.is_empty() {
         definition.insert("annotations".into(), Value::Object(annotations));
     }
+    let definition = to_raw_value(&definition).map_err(|error| {
+        ConfigError(format!(
+            "{selector}: the tool's definition could not be written: {error}"
+        ))
+    })?;
     Ok(Tool {
         name,
         kind,
@@ -350,7 +363,7 @@ fn build_tool(
         wrap_input,
         wrap_output,
         method,
-        definition: Value::Object(definition),
+        definition,
         task: operation.map(|operation| TaskTool {
             operation,
             operations_cluster: config

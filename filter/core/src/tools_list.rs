@@ -3,11 +3,14 @@
 //! the tools it may call: one rendering per distinct set of visible tools, kept in a bounded
 //! cache ([`PrivateLists`]).
 
+use std::borrow::Cow;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use base64::Engine;
-use serde_json::{json, Map, Value};
+use serde::Serialize;
+use serde_json::value::{to_raw_value, RawValue};
+use serde_json::{json, Value};
 
 use crate::catalog::{Catalog, Tool};
 use crate::eras::{Era, SERVER_INFO_META};
@@ -164,39 +167,66 @@ impl PrivateLists {
 
 impl Page {
     fn render(tools: &[&Tool], next_cursor: Option<String>, style: &ListStyle, scope: CacheScope) -> Page {
-        let mut legacy = Map::new();
-        legacy.insert(
-            "tools".into(),
-            json!(tools.iter().map(|tool| legacy_definition(tool)).collect::<Vec<_>>()),
-        );
-        if let Some(cursor) = next_cursor {
-            legacy.insert("nextCursor".into(), json!(cursor));
-        }
-        let mut modern = legacy.clone();
-        modern.insert(
-            "tools".into(),
-            json!(tools.iter().map(|tool| &tool.definition).collect::<Vec<_>>()),
-        );
-        modern.insert("ttlMs".into(), json!(style.ttl_ms));
-        modern.insert("cacheScope".into(), json!(scope.word()));
-        modern.insert("resultType".into(), json!("complete"));
-        modern.insert("_meta".into(), json!({ SERVER_INFO_META: style.server_info }));
+        let legacy = LegacyPage {
+            tools: tools.iter().map(|tool| legacy_definition(tool)).collect(),
+            next_cursor: next_cursor.as_deref(),
+        };
+        let modern = ModernPage {
+            tools: tools.iter().map(|tool| tool.definition.as_ref()).collect(),
+            next_cursor: next_cursor.as_deref(),
+            ttl_ms: style.ttl_ms,
+            cache_scope: scope.word(),
+            result_type: "complete",
+            meta: json!({ SERVER_INFO_META: style.server_info }),
+        };
         Page {
-            legacy: Value::Object(legacy).to_string(),
-            modern: Value::Object(modern).to_string(),
+            legacy: to_json_text(&legacy),
+            modern: to_json_text(&modern),
         }
     }
+}
+
+/// A `tools/list` result of the handshake era.
+#[derive(Serialize)]
+struct LegacyPage<'a> {
+    tools: Vec<Cow<'a, RawValue>>,
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<&'a str>,
+}
+
+/// A `tools/list` result of the stateless era: the handshake era's fields, then its own.
+#[derive(Serialize)]
+struct ModernPage<'a> {
+    tools: Vec<&'a RawValue>,
+    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    next_cursor: Option<&'a str>,
+    #[serde(rename = "ttlMs")]
+    ttl_ms: u64,
+    #[serde(rename = "cacheScope")]
+    cache_scope: &'static str,
+    #[serde(rename = "resultType")]
+    result_type: &'static str,
+    #[serde(rename = "_meta")]
+    meta: Value,
+}
+
+fn to_json_text(page: &impl Serialize) -> String {
+    // Definitions are JSON text already and every key is a string: writing cannot fail.
+    serde_json::to_string(page).unwrap_or_else(|_| String::from(r#"{"tools":[]}"#))
 }
 
 /// A tool as the handshake era lists it: a task tool declares `execution.taskSupport` (the
 /// 2025-11-25 tasks utility; the 2026-07-28 extension has no such field, a server decides per
 /// call).
-fn legacy_definition(tool: &Tool) -> Value {
-    let mut definition = tool.definition.clone();
-    if let (Some(_), Value::Object(map)) = (&tool.task, &mut definition) {
+fn legacy_definition(tool: &Tool) -> Cow<'_, RawValue> {
+    if tool.task.is_none() {
+        return Cow::Borrowed(&tool.definition);
+    }
+    let mut definition = tool.definition_value();
+    if let Value::Object(map) = &mut definition {
         map.insert("execution".into(), json!({"taskSupport": "optional"}));
     }
-    definition
+    to_raw_value(&definition).map_or(Cow::Borrowed(&tool.definition), Cow::Owned)
 }
 
 fn encode_cursor(fingerprint: u64, index: usize) -> String {

@@ -131,7 +131,7 @@ fn a_thousand_methods_deep_chains_and_cycles_build_on_a_small_stack() {
             let deep = server
                 .catalog()
                 .get("ScaleService_Deep")
-                .map(|tool| tool.definition.clone());
+                .map(|tool| tool.definition_value());
             Ok::<_, String>((server.catalog().tool_count(), elapsed, deep))
         })
         .unwrap()

@@ -57,7 +57,7 @@ fn none_exposes_nothing() {
 #[test]
 fn definitions_carry_comments_schemas_and_hints() {
     let catalog = build(r#"{"services":{"demo.users.v1.UserService":{"cluster":"users"}}}"#).unwrap();
-    let definition = &catalog.get("UserService_GetUser").unwrap().definition;
+    let definition = &catalog.get("UserService_GetUser").unwrap().definition_value();
     assert_eq!(
         definition["description"],
         "Fetch a user account by its numeric id. Fails with NOT_FOUND when no user has that id."
@@ -81,10 +81,10 @@ fn overrides_replace_what_the_descriptors_say() {
     .unwrap();
     let tool = catalog.get("get-user").unwrap();
     assert_eq!(tool.timeout, Duration::from_millis(50));
-    assert_eq!(tool.definition["title"], "Look up a user");
-    assert_eq!(tool.definition["description"], "Finds a user.");
+    assert_eq!(tool.definition_value()["title"], "Look up a user");
+    assert_eq!(tool.definition_value()["description"], "Finds a user.");
     assert_eq!(
-        tool.definition["annotations"],
+        tool.definition_value()["annotations"],
         json!({"readOnlyHint": true, "openWorldHint": false})
     );
 }
@@ -135,7 +135,7 @@ fn an_exponential_tree_is_shared_and_a_schema_too_large_even_so_is_refused() {
         PluginConfig::parse(format!(r#"{{"services":{{"{SERVICE}":{{"cluster":"c"}}}}}}"#).as_bytes()).unwrap();
     // 16 messages of 4 fields of the next: each written once.
     let catalog = Catalog::build(&config, &fanned(16, 4), false).unwrap();
-    let definition = &catalog.get("Shapes_Level0").unwrap().definition;
+    let definition = &catalog.get("Shapes_Level0").unwrap().definition_value();
     for side in ["inputSchema", "outputSchema"] {
         assert_eq!(definition[side]["properties"]["a"]["$ref"], "#/$defs/shape.v1.Level1");
         assert_eq!(definition[side]["$defs"].as_object().unwrap().len(), 15);
@@ -157,7 +157,7 @@ fn streaming_methods_are_tools_when_asked_for() {
             .unwrap();
     let watch = catalog.get("CatalogService_WatchItems").unwrap();
     assert_eq!((watch.kind, watch.max_messages), (CallKind::ServerStreaming, 7));
-    let definition = &watch.definition;
+    let definition = &watch.definition_value();
     // The request is the method's own; the result gathers its stream.
     assert_eq!(definition["inputSchema"]["properties"]["ids"]["type"], "array");
     let output = &definition["outputSchema"];

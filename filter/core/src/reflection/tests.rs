@@ -221,7 +221,7 @@ fn imports_are_followed_when_the_server_sends_files_alone() {
     let server = changed(refreshed);
     let echo = server.catalog().get("KitchenSinkService_Echo").unwrap();
     // Custom options come through reflection: google.api.field_behavior = REQUIRED.
-    assert_eq!(echo.definition["inputSchema"]["required"], json!(["must"]));
+    assert_eq!(echo.definition_value()["inputSchema"]["required"], json!(["must"]));
     assert_eq!(paths.len(), 2, "{paths:?}");
 }
 
@@ -527,7 +527,7 @@ fn file_named(server: &Server, name: &str) -> Vec<u8> {
 }
 
 fn definition(server: &Server, tool: &str) -> Value {
-    server.catalog().get(tool).unwrap().definition.clone()
+    server.catalog().get(tool).unwrap().definition_value()
 }
 
 #[test]
@@ -580,7 +580,7 @@ fn the_answering_file_and_its_imports_within_the_answer_are_taken_at_once() {
     // Identical copies of the well-known files it imports are nothing to say.
     assert_eq!(declined, Declined::default());
     let echo = server.catalog().get("KitchenSinkService_Echo").unwrap();
-    assert_eq!(echo.definition["inputSchema"]["required"], json!(["must"]));
+    assert_eq!(echo.definition_value()["inputSchema"]["required"], json!(["must"]));
 }
 
 #[test]

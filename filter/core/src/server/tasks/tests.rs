@@ -308,7 +308,7 @@ fn a_task_tool_lists_its_response_as_output_and_its_task_support_in_the_handshak
     let tool = server.catalog().get(EXPORT).unwrap();
     assert!(tool.task.is_some());
     assert_eq!(tool.task.as_ref().unwrap().operations_cluster, "ops");
-    let definition = &tool.definition;
+    let definition = &tool.definition_value();
     assert_eq!(
         definition["outputSchema"]["properties"]
             .as_object()

@@ -9,7 +9,7 @@ fn a_non_object_response_is_wrapped_in_schema_and_content() {
     let server = kitchen_sink();
     let tool = server.catalog().get("KitchenSinkService_EchoTime").unwrap();
     assert!(tool.wrap_output && !tool.wrap_input);
-    let schema = &tool.definition["outputSchema"];
+    let schema = &tool.definition_value()["outputSchema"];
     assert_eq!(schema["type"], "object");
     let value = &schema["properties"]["value"];
     assert_eq!(
@@ -46,10 +46,10 @@ fn object_roots_are_not_wrapped() {
     let ping = server.catalog().get("KitchenSinkService_Ping").unwrap();
     assert!(!ping.wrap_input && !ping.wrap_output);
     assert_eq!(
-        ping.definition["inputSchema"],
+        ping.definition_value()["inputSchema"],
         json!({"type": "object", "additionalProperties": false})
     );
     let echo = server.catalog().get("KitchenSinkService_EchoTree").unwrap();
-    assert_eq!(echo.definition["inputSchema"]["$ref"], Value::Null);
-    assert!(echo.definition["inputSchema"]["$defs"]["test.kitchensink.v1.Tree"].is_object());
+    assert_eq!(echo.definition_value()["inputSchema"]["$ref"], Value::Null);
+    assert!(echo.definition_value()["inputSchema"]["$defs"]["test.kitchensink.v1.Tree"].is_object());
 }
