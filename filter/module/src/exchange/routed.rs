@@ -31,7 +31,17 @@ impl Exchange {
             }
         }
         for (name, value) in &routed {
-            host.set_header(HeaderMap::Request, name, value);
+            // What the call keeps as it came (the method, the scheme, the request id) is not
+            // written again: each write is a call into Envoy that copies the name and value. A
+            // header the client sent twice is written, which leaves it once.
+            let mut same_name = original.iter().filter(|(kept, _)| kept == name);
+            let unchanged = matches!(
+                (same_name.next(), same_name.next()),
+                (Some((_, kept_value)), None) if kept_value == value
+            );
+            if !unchanged {
+                host.set_header(HeaderMap::Request, name, value);
+            }
         }
         let body = call.http_body();
         // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.

@@ -72,6 +72,8 @@ struct FakeStream {
     /// Cancel keys listened for, with their event; and cancel keys woken.
     listening: RefCell<Vec<(String, u64)>>,
     cancelled_keys: RefCell<Vec<String>>,
+    /// The names of the headers written with a value, in order.
+    header_writes: RefCell<Vec<String>>,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -150,6 +152,7 @@ impl StreamHost for FakeStream {
         headers.retain(|(key, _)| key != name);
         if !value.is_empty() {
             headers.push((name.to_owned(), value.to_vec()));
+            self.header_writes.borrow_mut().push(name.to_owned());
         }
         true
     }
@@ -352,6 +355,42 @@ fn a_local_answer_is_sent_once() {
     assert_eq!(status, 200);
     assert_eq!(answer["result"]["tools"][0]["name"], "UserService_GetUser");
     assert!(stream.metrics.get() > 0, "stats published");
+}
+
+#[test]
+fn a_routed_call_writes_only_the_headers_that_change() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request(
+        "POST",
+        "/mcp",
+        &[
+            ("x-request-id", "r1"),
+            ("x-forwarded-proto", "http"),
+            ("x-forwarded-proto", "https"),
+        ],
+    );
+    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    let writes = stream.header_writes.borrow();
+    for kept in [":method", ":scheme", "x-request-id"] {
+        assert!(!writes.iter().any(|name| name == kept), "{kept} rewritten: {writes:?}");
+    }
+    for changed in [":path", "content-type", "te", "grpc-timeout", "x-switchblade-cluster"] {
+        assert!(
+            writes.iter().any(|name| name == changed),
+            "{changed} not written: {writes:?}"
+        );
+    }
+    // Sent twice, it is written, so that it is left once.
+    assert_eq!(
+        stream
+            .headers(HeaderMap::Request)
+            .iter()
+            .filter(|(name, _)| name == "x-forwarded-proto")
+            .count(),
+        1
+    );
+    assert_eq!(stream.value(HeaderMap::Request, ":method").as_deref(), Some("POST"));
+    assert_eq!(stream.value(HeaderMap::Request, "x-request-id").as_deref(), Some("r1"));
 }
 
 #[test]
