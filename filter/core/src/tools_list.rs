@@ -188,23 +188,22 @@ impl Page {
 
 /// A `tools/list` result of the handshake era.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct LegacyPage<'a> {
     tools: Vec<Cow<'a, RawValue>>,
-    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<&'a str>,
 }
 
 /// A `tools/list` result of the stateless era: the handshake era's fields, then its own.
 #[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
 struct ModernPage<'a> {
     tools: Vec<&'a RawValue>,
-    #[serde(rename = "nextCursor", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     next_cursor: Option<&'a str>,
-    #[serde(rename = "ttlMs")]
     ttl_ms: u64,
-    #[serde(rename = "cacheScope")]
     cache_scope: &'static str,
-    #[serde(rename = "resultType")]
     result_type: &'static str,
     #[serde(rename = "_meta")]
     meta: Value,
@@ -294,6 +293,28 @@ mod tests {
         );
         assert_eq!(modern["resultType"], "complete");
         assert_eq!(modern["_meta"][SERVER_INFO_META]["name"], "s");
+    }
+
+    #[test]
+    fn pages_are_the_definitions_text_in_the_fields_order() {
+        let config = PluginConfig::parse(br#"{"services":{"demo.users.v1.UserService":{"cluster":"c"}}}"#).unwrap();
+        let catalog = Catalog::build(&config, &embedded_pool().unwrap(), false).unwrap();
+        let tool = catalog.tools().next().unwrap();
+        let pages = ToolsListPages::public(&catalog, &style(100));
+        let legacy = pages.result(Era::Legacy("2025-11-25"), None).unwrap();
+        assert_eq!(legacy, format!(r#"{{"tools":[{}]}}"#, tool.definition.get()));
+        let modern = pages.result(Era::Modern, None).unwrap();
+        let order: Vec<usize> = [
+            "\"tools\"",
+            "\"ttlMs\"",
+            "\"cacheScope\"",
+            "\"resultType\"",
+            "\"_meta\"",
+        ]
+        .iter()
+        .map(|key| modern.rfind(key).unwrap())
+        .collect();
+        assert!(order.windows(2).all(|pair| pair[0] < pair[1]), "{modern}");
     }
 
     #[test]
