@@ -7,15 +7,15 @@ artifacts, more than CI has to spare, so each half is checked where it can go wr
 - the packaging, run twice on the same binaries, writes the same bytes, although the binaries'
   mtimes and the wall clock's second differ between the runs (a time taken from either is a
   leak these runs catch); its SHA256SUMS checks out, and each SBOM lists what is linked in;
-- the builds do not depend on where the checkout is: the .wasm (the cheapest of the three to
-  build) compiled again from a copy of the tree at another path, into a separate target
-  directory, is the suite's .wasm byte for byte. That target directory starts as hard links to
-  the suite's, less the workspace's own crates: the dependencies' sources live under Cargo's
-  home, whatever the checkout, so only the workspace's crates (the ones whose paths change) are
-  compiled again: about a minute of CPU, where a cold build of the .wasm takes several. The
-  release builds add one flag to these (Cargo's home remapped to /cargo), which depends on the
-  machine, not on the checkout; the same test on the release's own builds would need them
-  built, which the suite does not do.
+- the builds do not depend on where the checkout is: the .wasm and the module compiled again
+  from a copy of the tree at another path, each into a separate target directory, side by side,
+  are the suite's byte for byte. Each target directory starts as hard links to the suite's,
+  less the workspace's own crates: the dependencies' sources live under Cargo's home, whatever
+  the checkout, so only the workspace's crates (the ones whose paths change) are compiled again
+  and linked: about two minutes of CPU, where cold builds take several times that. The CLI is
+  left out (see BUILDS). The release builds add one flag to these (Cargo's home remapped to
+  /cargo), which depends on the machine, not on the checkout; the same test on the release's
+  own builds would need them built, which the suite does not do.
 
 Neither needs Envoy or the build under test: they run once, in the --build wasm session."""
 
@@ -125,10 +125,23 @@ def test_each_sbom_lists_the_crates_linked_into_its_artifact(tmp_path: Path) -> 
     assert not {"serde_derive", "syn"} & linked["switchblade"]
 
 
-def test_the_wasm_built_from_a_checkout_elsewhere_is_the_same(tmp_path: Path) -> None:
-    built = BUILT["switchblade_filter.wasm"].read_bytes()
-    leaked = str(REPO).encode() in built
-    assert not leaked, "the .wasm holds the checkout's path"
+# The builds the suite made as the release makes them, each alone: their target directory, cargo
+# arguments, and the workspace crates they compile (whose paths change with the checkout). Not
+# the CLI: the suite builds it together with the test peers, whose dependencies' features
+# Cargo unifies with its own, so the suite's CLI is not the release's (built alone) byte for
+# byte; building the release's here would cost a second full link of it.
+BUILDS = {
+    "switchblade_filter.wasm": ("wasm32-wasip1/release",
+                                ["-p", "switchblade-filter", "--target", "wasm32-wasip1", "--release"],
+                                [("switchblade-core", "filter/core"), ("switchblade-filter", "filter/wasm")]),
+    "libswitchblade_module.so": ("module", ["-p", "switchblade-module", "--profile", "module"],
+                                 [("switchblade-core", "filter/core"), ("switchblade-module", "filter/module")]),
+}
+
+
+def test_the_builds_from_a_checkout_elsewhere_are_the_same(tmp_path: Path) -> None:
+    for name in BUILDS:
+        assert str(REPO).encode() not in BUILT[name].read_bytes(), f"{name} holds the checkout's path"
 
     # The tree as it is (what the suite built), at another path.
     checkout = tmp_path / "elsewhere" / "switchblade"
@@ -139,22 +152,25 @@ def test_the_wasm_built_from_a_checkout_elsewhere_is_the_same(tmp_path: Path) ->
             (checkout / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, checkout / name)
 
-    # The suite's target directory as hard links, less the workspace's crates and Cargo's locks:
-    # the build rewrites some files in place, and must not write through a link into the suite's.
-    target_dir = tmp_path / "target"
-    for profile in ("wasm32-wasip1/release", "release"):
+    # One target directory per artifact, so that the builds run side by side (Cargo locks
+    # a target directory), each starting as hard links to the suite's, less the workspace's crates
+    # and Cargo's locks: a build rewrites some files in place, and must not write through a link
+    # into the suite's.
+    builds = {}
+    for name, (profile, arguments, _) in BUILDS.items():
+        target_dir = tmp_path / f"target-{name}"
         shutil.copytree(REPO / "target" / profile, target_dir / profile, copy_function=os.link,
                         ignore=lambda _, names: [n for n in names if "switchblade" in n or n == ".cargo-lock"])
-
-    result = subprocess.run(
-        ["cargo", "build", "--locked", "-p", "switchblade-filter", "--target", "wasm32-wasip1", "--release"],
-        cwd=checkout, env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)}, capture_output=True, text=True,
-        timeout=900,
-    )
-    assert result.returncode == 0, result.stderr
-    # It did compile the workspace's crates from there.
-    assert f"Compiling switchblade-core v{version()} ({checkout}/filter/core)" in result.stderr, result.stderr
-    assert f"Compiling switchblade-filter v{version()} ({checkout}/filter/wasm)" in result.stderr, result.stderr
-    rebuilt = (target_dir / "wasm32-wasip1/release/switchblade_filter.wasm").read_bytes()
-    assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(built).hexdigest(), \
-        "the .wasm depends on the checkout's path"
+        builds[name] = (target_dir, subprocess.Popen(
+            ["cargo", "build", "--locked", *arguments], cwd=checkout,
+            env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)}, stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE, text=True))
+    for name, (target_dir, build) in builds.items():
+        _, stderr = build.communicate(timeout=900)
+        assert build.returncode == 0, stderr
+        # It did compile the workspace's crates from there.
+        for crate, folder in BUILDS[name][2]:
+            assert f"Compiling {crate} v{version()} ({checkout}/{folder})" in stderr, stderr
+        rebuilt = (target_dir / BUILT[name].relative_to(REPO / "target")).read_bytes()
+        assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(BUILT[name].read_bytes()).hexdigest(), \
+            f"{name} depends on the checkout's path"
