@@ -170,7 +170,7 @@ impl Config {
     /// A refresh ended: count it, and serve its server if the API changed.
     fn refreshed(&self, host: &ConfigHost, refreshed: Refreshed) {
         let sample = refreshed.sample();
-        if let Some((id, labels)) = self.stat_of(&sample) {
+        if let Some((id, labels)) = self.stat_of(&sample, &mut String::new()) {
             host.increment(id, labels, sample.value);
         }
         let ServerSlot::Live(slot) = &self.server else {
@@ -188,8 +188,10 @@ impl Config {
     }
 
     /// Where a sample goes: its label set's own stat if it has one, or its metric with labels.
-    pub fn stat_of<'a>(&self, sample: &'a Sample<'_>) -> Option<(usize, &'a [&'a str])> {
-        if let Some(id) = self.predefined_ids.get(&sample.name_in_namespace()) {
+    /// `name` is a buffer for the sample's name, reused across a request's samples.
+    pub fn stat_of<'a>(&self, sample: &'a Sample<'_>, name: &mut String) -> Option<(usize, &'a [&'a str])> {
+        sample.write_name_in_namespace(name);
+        if let Some(id) = self.predefined_ids.get(name.as_str()) {
             return Some((*id, &[]));
         }
         let index = Metric::ALL.iter().position(|known| *known == sample.metric)?;

@@ -414,8 +414,9 @@ impl Exchange {
     /// this stream's other hooks.
     fn publish(&self, host: &impl StreamHost) {
         let observed = self.observed.borrow();
+        let mut name = String::with_capacity(64);
         for sample in observed.samples() {
-            let Some((id, labels)) = self.config.stat_of(&sample) else {
+            let Some((id, labels)) = self.config.stat_of(&sample, &mut name) else {
                 continue;
             };
             if !host.record_metric(sample.metric.kind(), id, labels, sample.value) {
@@ -423,7 +424,7 @@ impl Exchange {
             }
         }
         for (key, value) in observed.log_entries() {
-            if !host.set_filter_state(&key, &value) {
+            if !host.set_filter_state(key, &value) {
                 log::warn!("Envoy refused {key} for the access log");
             }
         }

@@ -87,7 +87,7 @@ pub(crate) fn token_payload(source: &TokenPayloadSource) -> Option<Vec<u8>> {
 /// The request's MCP facts as filter state `wasm.switchblade.<field>`, for the access log.
 pub(crate) fn log_fields(observed: &Observations) {
     for (key, value) in observed.log_entries() {
-        if let Err(status) = hostcalls::set_property(vec![&key], Some(value.as_bytes())) {
+        if let Err(status) = hostcalls::set_property(vec![key], Some(value.as_bytes())) {
             warn!("cannot set {key} for the access log: {status:?}");
         }
     }

@@ -31,11 +31,15 @@ impl McpHeaders {
     pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, forward: &[String]) -> Self {
         let mut headers = McpHeaders::default();
         for (name, value) in pairs {
-            let name = name.to_ascii_lowercase();
-            if forward.contains(&name) {
-                headers.forwarded.push((name.clone(), value.to_owned()));
+            // Envoy hands names over in lowercase already: no copy then.
+            let name = match name.bytes().any(|byte| byte.is_ascii_uppercase()) {
+                true => Cow::Owned(name.to_ascii_lowercase()),
+                false => Cow::Borrowed(name),
+            };
+            if forward.iter().any(|forwarded| *forwarded == name) {
+                headers.forwarded.push((name.to_string(), value.to_owned()));
             }
-            let (slot, routing_name) = match name.as_str() {
+            let (slot, routing_name) = match name.as_ref() {
                 "accept" => (&mut headers.accept, None),
                 "origin" => (&mut headers.origin, None),
                 ":authority" | "host" => (&mut headers.authority, None),

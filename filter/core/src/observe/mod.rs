@@ -304,55 +304,86 @@ impl Observations {
 
     /// The access-log fields as hosts set them in filter state: each under its key in
     /// [`LOG_NAMESPACE`] (`switchblade.<field>`).
-    pub fn log_entries(&self) -> impl Iterator<Item = (String, String)> {
-        self.log_fields()
-            .into_iter()
-            .map(|(field, value)| (format!("{LOG_NAMESPACE}.{field}"), value))
+    pub fn log_entries(&self) -> impl Iterator<Item = (&'static str, String)> {
+        LOG_FIELDS
+            .iter()
+            .zip(self.log_values())
+            .filter_map(|(field, value)| Some((field.key, value?)))
     }
 
     /// The access-log fields, by name; a batch's values are joined with commas, in order.
     /// Only fields with a value are listed.
     pub fn log_fields(&self) -> Vec<(&'static str, String)> {
-        let calls = &self.tool_calls;
-        let joined = |values: Vec<&str>| cut(&values.join(","));
-        let mut fields = Vec::with_capacity(8);
-        let mut push = |name: &'static str, value: String| {
-            if !value.is_empty() {
-                fields.push((name, value));
-            }
-        };
-        push(
-            "refusal",
-            self.refusal.map(Refusal::label).unwrap_or_default().to_owned(),
-        );
-        push("protocol_version", self.protocol_version.unwrap_or_default().to_owned());
-        push("method", joined(self.methods.clone()));
-        push("tool", joined(calls.iter().map(ToolCallRecord::tool).collect()));
-        push(
-            "outcome",
-            joined(calls.iter().map(|call| call.outcome.label()).collect()),
-        );
-        push(
-            "grpc_status",
-            joined(calls.iter().map(|call| status_name(call.grpc_status)).collect()),
-        );
-        push(
-            "refused_path",
-            joined(calls.iter().filter_map(|call| call.refused_path.as_deref()).collect()),
-        );
-        push(
-            "operation",
-            joined(self.operations.iter().map(String::as_str).collect()),
-        );
-        fields
+        LOG_FIELDS
+            .iter()
+            .zip(self.log_values())
+            .filter_map(|(field, value)| Some((field.name, value?)))
+            .collect()
     }
+
+    /// Each of [`LOG_FIELDS`]' values, in its order.
+    fn log_values(&self) -> [Option<String>; LOG_FIELDS.len()] {
+        let calls = &self.tool_calls;
+        [
+            log_value(self.refusal.map(Refusal::label)),
+            log_value(self.protocol_version),
+            log_value(self.methods.iter().copied()),
+            log_value(calls.iter().map(ToolCallRecord::tool)),
+            log_value(calls.iter().map(|call| call.outcome.label())),
+            log_value(calls.iter().map(|call| status_name(call.grpc_status))),
+            log_value(calls.iter().filter_map(|call| call.refused_path.as_deref())),
+            log_value(self.operations.iter().map(String::as_str)),
+        ]
+    }
+}
+
+/// An access-log field: its name, and its filter state key (in [`LOG_NAMESPACE`]), written
+/// out once here so that no request formats it.
+pub struct LogField {
+    pub name: &'static str,
+    pub key: &'static str,
+}
+
+macro_rules! log_fields {
+    ($($name:literal),* $(,)?) => {
+        [$(LogField { name: $name, key: concat!("switchblade.", $name) }),*]
+    };
+}
+
+/// Every access-log field, in the order hosts write them.
+pub const LOG_FIELDS: [LogField; 8] = log_fields!(
+    "refusal",
+    "protocol_version",
+    "method",
+    "tool",
+    "outcome",
+    "grpc_status",
+    "refused_path",
+    "operation",
+);
+
+/// The values joined with commas, cut for the log; none if there is nothing to log.
+fn log_value<'v>(values: impl IntoIterator<Item = &'v str>) -> Option<String> {
+    let mut joined = String::new();
+    for (index, value) in values.into_iter().enumerate() {
+        if index > 0 {
+            joined.push(',');
+        }
+        joined.push_str(value);
+    }
+    (!joined.is_empty()).then(|| cut(joined))
 }
 
 /// One line of printable text of at most [`MAX_LOG_VALUE_CHARS`] characters, marked with `…`
 /// where cut. Quotes, backslashes and control characters are escaped as Rust escapes them
 /// (`\n`, `\"`, `\u{1b}`): an argument path comes from the client, and must not break or
-/// forge a line of an access log, whatever its format.
-fn cut(value: &str) -> String {
+/// forge a line of an access log, whatever its format. Plain short text (every tool name,
+/// label and version) is kept as it is, without a copy.
+fn cut(value: String) -> String {
+    let plain = |byte: &u8| (b' '..=b'~').contains(byte) && !matches!(byte, b'"' | b'\'' | b'\\');
+    if value.len() <= MAX_LOG_VALUE_CHARS && value.bytes().all(|byte| plain(&byte)) {
+        return value;
+    }
     let escaped = value.escape_debug().to_string();
     if escaped.chars().count() <= MAX_LOG_VALUE_CHARS {
         return escaped;

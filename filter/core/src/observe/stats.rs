@@ -111,16 +111,27 @@ impl Sample<'_> {
     /// [`Self::tagged_name`] without its first segment, for a host that adds it (the module's
     /// metrics namespace). It is also the name Envoy gives a labeled stat with these labels.
     pub fn name_in_namespace(&self) -> String {
-        let mut name = self.metric.name().to_owned();
+        let mut name = String::new();
+        self.write_name_in_namespace(&mut name);
+        name
+    }
+
+    /// [`Self::name_in_namespace`], written over `name`: a host that looks a name up for each
+    /// sample of each request reuses one buffer.
+    pub fn write_name_in_namespace(&self, name: &mut String) {
+        name.clear();
+        name.push_str(self.metric.name());
         for (label, value) in self.metric.label_names().iter().zip(&self.labels) {
             name.push('.');
             name.push_str(label);
             name.push('.');
             // Label values never hold a dot (tool names are [A-Za-z0-9_-], the rest are fixed);
             // one never splits a name all the same.
-            name.push_str(&value.replace('.', "_"));
+            match value.contains('.') {
+                false => name.push_str(value),
+                true => name.push_str(&value.replace('.', "_")),
+            }
         }
-        name
     }
 }
 

@@ -90,6 +90,17 @@ fn the_modules_names_come_back_the_same() {
     let (left, tags) = extract(&name);
     assert_eq!(left, "switchblade.tool_upstream_ms");
     assert_eq!(tags, [("tool", "CatalogService_GetItem".to_owned())]);
+    // Written over a buffer that held a longer name, and a dot in a value never splits it.
+    let mut buffer = "x".repeat(100);
+    sample.write_name_in_namespace(&mut buffer);
+    assert_eq!(buffer, sample.name_in_namespace());
+    let dotted = Sample {
+        metric: Metric::ToolUpstreamMs,
+        labels: vec!["a.b"],
+        value: 1,
+    };
+    dotted.write_name_in_namespace(&mut buffer);
+    assert_eq!(buffer, "tool_upstream_ms.tool.a_b");
 }
 
 #[test]
@@ -146,18 +157,28 @@ fn methods_are_counted_by_a_fixed_list() {
 
 #[test]
 fn log_values_are_cut_and_joined() {
-    assert_eq!(cut("short"), "short");
+    assert_eq!(cut("short".to_owned()), "short");
     let long = "é".repeat(300);
-    let kept = cut(&long);
+    let kept = cut(long);
     assert_eq!(kept.chars().count(), MAX_LOG_VALUE_CHARS + 1);
     assert!(kept.ends_with('…'));
     // A client's key cannot break a log line or forge one.
-    assert_eq!(cut("a\n{\"forged\":1}\u{1b}[2J\\"), r#"a\n{\"forged\":1}\u{1b}[2J\\"#);
+    assert_eq!(
+        cut("a\n{\"forged\":1}\u{1b}[2J\\".to_owned()),
+        r#"a\n{\"forged\":1}\u{1b}[2J\\"#
+    );
     let escapes = "\n".repeat(200);
-    assert_eq!(cut(&escapes).chars().count(), MAX_LOG_VALUE_CHARS + 1);
+    assert_eq!(cut(escapes).chars().count(), MAX_LOG_VALUE_CHARS + 1);
+    // Quotes alone are escaped too, and a long plain value is cut.
+    assert_eq!(cut("it's \"x\"".to_owned()), r#"it\'s \"x\""#);
+    assert_eq!(cut("a".repeat(300)).chars().count(), MAX_LOG_VALUE_CHARS + 1);
     let mut observed = Observations::default();
     observed.refused(Refusal::Batch);
     assert_eq!(observed.log_fields(), [("refusal", "batch".to_owned())]);
+    assert_eq!(
+        observed.log_entries().collect::<Vec<_>>(),
+        [("switchblade.refusal", "batch".to_owned())]
+    );
     assert_eq!(
         observed.samples(),
         [Sample {
@@ -177,5 +198,12 @@ fn every_label_is_named_once_and_fits_envoy_tags() {
     );
     for metric in Metric::ALL {
         assert!(metric.name().chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+    }
+}
+
+#[test]
+fn each_log_field_has_its_key_in_the_namespace() {
+    for field in &LOG_FIELDS {
+        assert_eq!(field.key, format!("{LOG_NAMESPACE}.{}", field.name));
     }
 }
