@@ -213,18 +213,18 @@ def token_payload_bridge(namespace: str, key: str) -> dict[str, Any]:
 MODULE = ModuleBuild()
 class CelWasmBuild(WasmBuild):
     """The Wasm filter built with the `cel` feature (buf.validate's CEL rules enforced):
-    `scripts/test` builds it beside the default one, for test_validate.py."""
+    `scripts/test` builds it into target/cel, for test_validate.py."""
 
     name = "wasm-cel"
-    binary = _REPO / "target/wasm32-wasip1/release/switchblade_filter_cel.wasm"
+    binary = _REPO / "target/cel/wasm32-wasip1/release/switchblade_filter.wasm"
 
 
 class CelModuleBuild(ModuleBuild):
-    """The dynamic module built with the `cel` feature, in a directory of its own (Envoy finds a
-    module by its file name)."""
+    """The dynamic module built with the `cel` feature, into target/cel (a directory of its own:
+    Envoy finds a module by its file name)."""
 
     name = "module-cel"
-    binary = _REPO / "target/module-cel/libswitchblade_module.so"
+    binary = _REPO / "target/cel/module/libswitchblade_module.so"
 
 
 CEL_BUILDS: dict[str, FilterBuild] = {build.name: build for build in (CelWasmBuild(), CelModuleBuild())}

@@ -243,7 +243,7 @@ def test_the_cel_builds_enforce_cel_rules(upstream: Upstream, cel_build: str) ->
         pytest.skip("both cel builds run once, in the --build wasm session")
     build = filter_build.CEL_BUILDS[cel_build]
     if not build.binary.exists():
-        pytest.fail(f"{build.binary} is missing: scripts/test builds it (cargo build --features cel)")
+        pytest.fail(f"{build.binary} is missing: scripts/test builds it (cargo build --features cel, into target/cel)")
     proxy = Envoy(upstream, {"services": {SERVICE: {"cluster": "demo_grpc"}}}, name="envoy-validate-cel",
                   build=build).start()
     try:
