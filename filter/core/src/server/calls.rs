@@ -325,10 +325,11 @@ impl Server {
 }
 
 /// How much earlier than the deadline, by the host's clock, a call that the host's timer cut
-/// off may seem to end. Envoy sets a timer from its event loop's time, read when the loop woke,
-/// before the work of that turn (the filter's own included), so the timer can fire up to one
-/// turn early by a clock read at the call's start: 5 ms was too little in a Wasm VM still
-/// compiling its first requests (`test_call_paths.py`, two deadlines, about one run in eight).
+/// off may seem to end. As the timings of a failing run read (not checked in Envoy's source),
+/// Envoy sets a timer from its event loop's time, read when the loop woke, before the work of
+/// that turn (the filter's own included), so the timer can fire up to one turn early by a clock
+/// read at the call's start: 5 ms was too little in the Wasm build (`test_call_paths.py`, two
+/// deadlines, about one run in eight).
 /// A reset this close to the deadline is reported as the deadline.
 const CLOCK_SLACK: Duration = Duration::from_millis(50);
 
