@@ -10,7 +10,7 @@ use std::time::Duration;
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use switchblade_core::access::Caller;
-use switchblade_core::http::McpHeaders;
+use switchblade_core::http::{HeaderCopy, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::grpc::call_end::CallPart;
@@ -115,14 +115,14 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
         match event % 4 {
             0 => server.call_ended(&mut reply, token, true, now, &mut observed),
             1 => {
-                let read = || (vec![(":status".to_owned(), b"200".to_vec())], FRAME.to_vec(), vec![("grpc-status".to_owned(), b"0".to_vec())]);
+                let read = || (HeaderCopy::from_iter([(":status", "200")]), FRAME.to_vec(), HeaderCopy::from_iter([("grpc-status", "0")]));
                 server.call_answered(&mut reply, token, FRAME.len(), read, now, &mut observed);
             }
             _ => {
-                server.heard(&mut reply, token, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+                server.heard(&mut reply, token, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
                 server.heard(&mut reply, token, CallPart::Data(&FRAME[..usize::from(event) % FRAME.len()]));
                 server.heard(&mut reply, token, CallPart::Data(&FRAME[usize::from(event) % FRAME.len()..]));
-                server.heard(&mut reply, token, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+                server.heard(&mut reply, token, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
                 server.call_ended(&mut reply, token, false, now, &mut observed);
             }
         }

@@ -10,7 +10,7 @@ use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
 use switchblade_core::access::Caller;
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::McpHeaders;
+use switchblade_core::http::{HeaderCopy, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::streams::{EndReason, StreamCollector};
@@ -108,13 +108,13 @@ fuzz_target!(|data: &[u8]| {
             panic!("the watch makes a call");
         };
         server.start_calls(&mut reply, |_| Ok(1), Duration::ZERO, &mut observed);
-        server.heard(&mut reply, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+        server.heard(&mut reply, 1, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
         for chunk in &chunks {
             if server.heard(&mut reply, 1, CallPart::Data(chunk)).stop {
                 break;
             }
         }
-        server.heard(&mut reply, 1, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+        server.heard(&mut reply, 1, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
         server.call_ended(&mut reply, 1, false, Duration::from_millis(1), &mut observed);
         assert!(reply.is_complete());
         let answer: Value = serde_json::from_slice(&reply.into_response().body).expect("the answer is JSON");

@@ -6,6 +6,7 @@
 //! [`UpstreamCall::cluster`] with [`UpstreamCall::timeout`], through the host contract of
 //! [`crate::server::calls`]; how the call ended is read by [`crate::grpc::call_end`].
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -251,21 +252,21 @@ impl UpstreamCall {
         &'a self,
         cluster_header: &'a str,
         original: &[HeaderPair<'a>],
-    ) -> Vec<(&'a str, Vec<u8>)> {
-        let mut headers: Vec<(&str, Vec<u8>)> = self
+    ) -> Vec<(&'a str, Cow<'a, [u8]>)> {
+        let mut headers: Vec<(&str, Cow<'a, [u8]>)> = self
             .http_headers()
             .into_iter()
-            .map(|(name, value)| (name, value.as_bytes().to_vec()))
+            .map(|(name, value)| (name, Cow::Borrowed(value.as_bytes())))
             .collect();
         let timeout = self.tool.timeout + ROUTER_TIMEOUT_GRACE;
         headers.push((
             "x-envoy-upstream-rq-timeout-ms",
-            timeout.as_millis().to_string().into_bytes(),
+            Cow::Owned(timeout.as_millis().to_string().into_bytes()),
         ));
-        headers.push((cluster_header, self.tool.cluster.as_bytes().to_vec()));
-        for (name, value) in original {
-            if ROUTED_KEEPS.contains(name) && !headers.iter().any(|(known, _)| known == name) {
-                headers.push((name, value.to_vec()));
+        headers.push((cluster_header, Cow::Borrowed(self.tool.cluster.as_bytes())));
+        for &(name, value) in original {
+            if ROUTED_KEEPS.contains(&name) && !headers.iter().any(|(known, _)| *known == name) {
+                headers.push((name, Cow::Borrowed(value)));
             }
         }
         headers

@@ -15,7 +15,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::cancel::{CancelKey, CANCELLED_COMMENT};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::http::{is_mcp_path, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::UpstreamCall;
@@ -141,7 +141,7 @@ impl Exchange {
             return Verdict::Continue;
         }
         let map = host.headers(HeaderMap::Request);
-        let admitted = server.admit_headers(&path, &header_pairs(&map), &mut self.observed.borrow_mut());
+        let admitted = server.admit_headers(&path, &map.pairs(), &mut self.observed.borrow_mut());
         let headers = match admitted {
             Ok(headers) => headers,
             Err(refusal) => return self.answer(host, &refusal),
@@ -183,8 +183,8 @@ impl Exchange {
         if matches!(*self.state.borrow(), State::Routed(_)) {
             // The gRPC call carries nothing of the client's but what the core chose: its
             // trailers would reach the upstream as metadata.
-            for (name, _) in host.headers(HeaderMap::RequestTrailers) {
-                host.remove_header(HeaderMap::RequestTrailers, &name);
+            for name in host.headers(HeaderMap::RequestTrailers).distinct_names() {
+                host.remove_header(HeaderMap::RequestTrailers, name);
             }
         }
         verdict

@@ -2,6 +2,7 @@
 //! call from inside `start_call`), kept to deliver once the start has returned.
 
 use switchblade_core::grpc::call_end::CallPart;
+use switchblade_core::http::HeaderCopy;
 
 pub enum Heard {
     Part(OwnedPart),
@@ -10,10 +11,10 @@ pub enum Heard {
 
 /// A part of a call's answer, owned.
 pub enum OwnedPart {
-    Headers(Vec<(String, Vec<u8>)>),
+    Headers(HeaderCopy),
     Data(Vec<u8>),
     Message(Vec<u8>),
-    Trailers(Vec<(String, Vec<u8>)>),
+    Trailers(HeaderCopy),
 }
 
 impl From<CallPart<'_>> for Heard {

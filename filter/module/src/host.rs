@@ -5,6 +5,7 @@
 use std::any::Any;
 use std::time::Instant;
 
+use switchblade_core::http::HeaderCopy;
 use switchblade_core::observe::MetricKind;
 
 /// Which header map a call acts on.
@@ -33,7 +34,7 @@ pub trait StreamHost {
     /// The first value of a header, as bytes.
     fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>>;
     /// Every header of a map, in order.
-    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)>;
+    fn headers(&self, map: HeaderMap) -> HeaderCopy;
     /// Sets a header to one value; an empty value removes it.
     fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
     fn remove_header(&self, map: HeaderMap, name: &str) {

@@ -18,7 +18,7 @@ use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::access::Caller;
 use switchblade_core::cancel::CancelKey;
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{header_pairs, is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::http::{is_mcp_path, HeaderCopy, HeaderPair, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::Counters;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
@@ -129,7 +129,7 @@ impl Context for Exchange {
     }
 
     fn on_grpc_stream_initial_metadata(&mut self, token: u32, _count: u32) {
-        let headers = vec![(":status".to_owned(), b"200".to_vec())];
+        let headers = HeaderCopy::from_iter([(":status", "200")]);
         self.inner.borrow_mut().heard(token, CallPart::Headers(headers));
     }
 
@@ -155,10 +155,15 @@ impl Context for Exchange {
             let mut inner = self.inner.borrow_mut();
             // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
             // SDK's status reader would panic on) is in the trailing metadata, if it came.
-            let mut trailers = inner.trailing.remove(&token).unwrap_or_default();
-            trailers.retain(|(name, _)| name != "grpc-status");
-            trailers.push(("grpc-status".to_owned(), status.to_string().into_bytes()));
-            inner.heard(token, CallPart::Headers(vec![(":status".to_owned(), b"200".to_vec())]));
+            let heard = inner.trailing.remove(&token).unwrap_or_default();
+            let status_text = status.to_string();
+            let trailers = heard
+                .iter()
+                .map(|(name, value)| (name.as_str(), value.as_slice()))
+                .filter(|&(name, _)| name != "grpc-status")
+                .chain([("grpc-status", status_text.as_bytes())])
+                .collect();
+            inner.heard(token, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
             inner.heard(token, CallPart::Trailers(trailers));
         }
         self.ended(STREAM | u64::from(token), false);
@@ -185,7 +190,11 @@ impl HttpContext for Exchange {
             return Action::Continue;
         }
         let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let headers = match server.admit_headers(&path, &header_pairs(&map), &mut inner.observed) {
+        let pairs: Vec<HeaderPair<'_>> = map
+            .iter()
+            .map(|(name, value)| (name.as_str(), value.as_slice()))
+            .collect();
+        let headers = match server.admit_headers(&path, &pairs, &mut inner.observed) {
             Ok(headers) => headers,
             Err(refusal) => {
                 inner.answer(&refusal);

@@ -7,6 +7,7 @@ use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
 use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::grpc::call_end::WholeCallResponse;
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::{Conflict, SharedCounters};
 
@@ -33,15 +34,15 @@ pub(crate) fn call_out(
 pub(crate) type HeaderMapBytes = Vec<(String, Bytes)>;
 
 /// The headers, body and trailers of a callout's answer, in its `on_http_call_response`.
-pub(crate) fn call_response(
-    headers: usize,
-    body_size: usize,
-    trailers: usize,
-) -> (HeaderMapBytes, Bytes, HeaderMapBytes) {
+pub(crate) fn call_response(headers: usize, body_size: usize, trailers: usize) -> WholeCallResponse {
     (
-        map_bytes(MapType::HttpCallResponseHeaders, headers),
+        map_bytes(MapType::HttpCallResponseHeaders, headers)
+            .into_iter()
+            .collect(),
         buffer(BufferType::HttpCallResponseBody, body_size),
-        map_bytes(MapType::HttpCallResponseTrailers, trailers),
+        map_bytes(MapType::HttpCallResponseTrailers, trailers)
+            .into_iter()
+            .collect(),
     )
 }
 

@@ -4,7 +4,7 @@
 
 use super::frame::{unframe, FRAME_PREFIX};
 use crate::grpc::status::UNAVAILABLE;
-use crate::http::{header_pairs, HeaderPair};
+use crate::http::{HeaderCopy, HeaderPair};
 use crate::streams::StreamCollector;
 
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
@@ -55,26 +55,26 @@ pub enum CallEnd<'a> {
 /// then trailers), or whole. Past the limit, the body's bytes are counted and dropped.
 #[derive(Debug, Default)]
 pub struct CallResponse {
-    headers: Vec<(String, Vec<u8>)>,
+    headers: HeaderCopy,
     body: Vec<u8>,
     /// The body's whole size, of which only what fits the limit is kept.
     size: usize,
-    trailers: Vec<(String, Vec<u8>)>,
+    trailers: HeaderCopy,
     /// For a method that answers with a stream: its messages, gathered instead of a body.
     stream: Option<StreamCollector>,
 }
 
 /// What a host has read of an answer it heard whole: headers, body and trailers.
-pub type WholeCallResponse = (Vec<(String, Vec<u8>)>, Vec<u8>, Vec<(String, Vec<u8>)>);
+pub type WholeCallResponse = (HeaderCopy, Vec<u8>, HeaderCopy);
 
 /// One part of a call's answer, as a host hears it.
 #[derive(Debug)]
 pub enum CallPart<'a> {
-    Headers(Vec<(String, Vec<u8>)>),
+    Headers(HeaderCopy),
     Data(&'a [u8]),
     /// One whole message, from a host that reads gRPC frames itself.
     Message(&'a [u8]),
-    Trailers(Vec<(String, Vec<u8>)>),
+    Trailers(HeaderCopy),
 }
 
 impl CallResponse {
@@ -123,7 +123,7 @@ impl CallResponse {
         if reset {
             return CallEnd::Reset;
         }
-        let (headers, trailers) = (header_pairs(&self.headers), header_pairs(&self.trailers));
+        let (headers, trailers) = (self.headers.pairs(), self.trailers.pairs());
         if self.stream.is_some() {
             return match answer(&headers, &self.body, &trailers) {
                 Ok(reply) => CallEnd::Replied(GrpcReply { body: &[], ..reply }),
@@ -139,7 +139,7 @@ impl CallResponse {
     }
 
     /// The headers heard so far.
-    pub fn headers(&self) -> &[(String, Vec<u8>)] {
+    pub fn headers(&self) -> &HeaderCopy {
         &self.headers
     }
 
@@ -150,7 +150,7 @@ impl CallResponse {
 
     /// Headers, the body kept, and trailers, for a reader of the whole answer.
     pub(crate) fn parts(&self) -> (Vec<HeaderPair<'_>>, &[u8], Vec<HeaderPair<'_>>) {
-        (header_pairs(&self.headers), &self.body, header_pairs(&self.trailers))
+        (self.headers.pairs(), &self.body, self.trailers.pairs())
     }
 }
 

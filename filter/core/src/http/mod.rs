@@ -3,23 +3,18 @@
 //! [`Refusal`]), and the answers it writes ([`HttpResponse`]).
 
 mod admission;
+mod header_copy;
 mod headers;
 mod response;
 
 pub use admission::{admit, CallerPolicy, Refusal};
+pub use header_copy::HeaderCopy;
 pub use headers::McpHeaders;
 pub use response::HttpResponse;
 
 /// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
 /// (not always UTF-8).
 pub type HeaderPair<'a> = (&'a str, &'a [u8]);
-
-/// A header map as hosts hold it (owned names and values), as the pairs the core reads.
-pub fn header_pairs(map: &[(String, Vec<u8>)]) -> Vec<HeaderPair<'_>> {
-    map.iter()
-        .map(|(name, value)| (name.as_str(), value.as_slice()))
-        .collect()
-}
 
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

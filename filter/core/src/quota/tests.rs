@@ -13,7 +13,7 @@ use super::rls::{self, RateLimitRequest, RateLimitResponse};
 use crate::access::Caller;
 use crate::grpc::call_end::CallPart;
 use crate::grpc::frame::grpc_frame;
-use crate::http::McpHeaders;
+use crate::http::{HeaderCopy, McpHeaders};
 use crate::observe::{CallOutcome, Observations};
 use crate::server::{McpRequest, Outcome, Reply, Server};
 use crate::upstream::UpstreamCall;
@@ -107,13 +107,13 @@ fn answer(server: &Server, reply: &mut Reply, token: u64, message: &[u8], observ
     server.heard(
         reply,
         token,
-        CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
     );
     server.heard(reply, token, CallPart::Data(&grpc_frame(message)));
     server.heard(
         reply,
         token,
-        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+        CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
     );
     server.call_ended(reply, token, false, Duration::ZERO, observed);
 }

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use super::{Discovery, ReflectionCall, ReflectionCallEnd, Refreshed, Step, MAX_ANSWER_BYTES};
 use crate::grpc::call_end::{CallPart, CallResponse, WholeCallResponse};
-use crate::http::header_pairs;
 
 /// One configuration's reflection refreshes, as a host drives them.
 #[derive(Debug)]
@@ -91,7 +90,7 @@ impl Refresher {
             self.too_large(id, body_size, now)
         } else {
             let (headers, body, trailers) = read();
-            let (headers, trailers) = (header_pairs(&headers), header_pairs(&trailers));
+            let (headers, trailers) = (headers.pairs(), trailers.pairs());
             let answer = ReflectionCallEnd::Http {
                 headers: &headers,
                 body: &body,

@@ -3,7 +3,7 @@ use super::protocol::{ErrorResponse, FileDescriptorResponse, MessageResponse, Re
 use super::*;
 use crate::grpc::frame::{grpc_frame, unframe_all};
 use crate::http::HeaderPair;
-use crate::http::McpHeaders;
+use crate::http::{HeaderCopy, McpHeaders};
 use crate::observe::Observations;
 use crate::server::{McpRequest, Outcome};
 use prost::Message;
@@ -47,16 +47,16 @@ enum Behaviour {
 /// Answers a reflection call from `pool`, as a server would: HTTP headers, body, trailers.
 /// HTTP headers, body, and whether trailers with status OK follow (a trailers-only answer has
 /// its status in the headers).
-type Served = (Vec<(String, Vec<u8>)>, Vec<u8>, bool);
+type Served = (HeaderCopy, Vec<u8>, bool);
 
 /// Answers a reflection call from `pool`, as a server would.
 fn serve(pool: &DescriptorPool, call: &ReflectionCall, behaviour: Behaviour) -> Served {
-    let headers = vec![(":status".to_owned(), b"200".to_vec())];
+    let headers = HeaderCopy::from_iter([(":status", "200")]);
     let unimplemented =
         behaviour == Behaviour::Off || (behaviour == Behaviour::V1AlphaOnly && call.path.contains(".v1."));
     if unimplemented {
         let mut headers = headers;
-        headers.push(("grpc-status".into(), b"12".to_vec()));
+        headers.push(b"grpc-status", b"12");
         return (headers, Vec::new(), false);
     }
     let mut body = Vec::new();
@@ -104,10 +104,7 @@ fn refresh(discovery: &mut Discovery, pool: &DescriptorPool, behaviour: Behaviou
         let call = calls.remove(0);
         paths.push(call.path);
         let (headers, body, trailers) = serve(pool, &call, behaviour);
-        let headers: Vec<HeaderPair<'_>> = headers
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_slice()))
-            .collect();
+        let headers = headers.pairs();
         let answer = ReflectionCallEnd::Http {
             headers: &headers,
             body: &body,
@@ -899,7 +896,7 @@ mod refresher {
             let (first, rest) = body.split_at(body.len() / 2);
             refresher.heard(token, CallPart::Data(first));
             refresher.heard(token, CallPart::Data(rest));
-            refresher.heard(token, CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]));
+            refresher.heard(token, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
             // Anything about a token not out is ignored.
             refresher.heard(7, CallPart::Data(b"stray"));
             assert!(refresher.ended(7, false, Duration::ZERO, host(&started)).is_none());
@@ -917,7 +914,7 @@ mod refresher {
         refresher.tick(Duration::ZERO, host(&started));
         let (token, call) = started.borrow_mut().remove(0);
         let (headers, body, _) = serve(&pool, &call, Behaviour::WithImports);
-        let trailers = vec![("grpc-status".to_owned(), b"0".to_vec())];
+        let trailers = HeaderCopy::from_iter([("grpc-status", "0")]);
         let read = || (headers, body.clone(), trailers);
         let done = refresher.answered(token, body.len(), read, Duration::ZERO, host(&started));
         changed(done.unwrap());
@@ -944,7 +941,7 @@ mod refresher {
         let started = RefCell::new(Vec::new());
         refresher.tick(Duration::ZERO, host(&started));
         let (token, _) = started.borrow_mut().remove(0);
-        refresher.heard(token, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+        refresher.heard(token, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
         let done = refresher.ended(token, true, Duration::ZERO, host(&started));
         assert!(failure(done.unwrap()).contains("the call was reset"));
     }

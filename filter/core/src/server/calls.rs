@@ -19,7 +19,7 @@ use crate::config::FailureMode;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallResponse};
 use crate::grpc::status::DEADLINE_EXCEEDED;
 use crate::grpc::timeout as grpc_timeout;
-use crate::http::{header_pairs, HttpResponse, Refusal};
+use crate::http::{HttpResponse, Refusal};
 use crate::observe::Observations;
 use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_PATH};
 use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
@@ -290,7 +290,7 @@ impl Server {
             return self.end_call(reply, call, too_large, now, observed);
         }
         let (headers, body, trailers) = read();
-        let end = call_end(&header_pairs(&headers), &body, &header_pairs(&trailers));
+        let end = call_end(&headers.pairs(), &body, &trailers.pairs());
         let end = timed_out(&call, end, now);
         self.end_call(reply, call, end, now, observed);
     }

@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::grpc::call_end::{CallPart, CallResponse};
-use crate::http::HttpResponse;
+use crate::http::{HeaderCopy, HttpResponse};
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use crate::quota::counters::Counters;
 use crate::quota::Limited;
@@ -287,7 +287,7 @@ impl Reply {
     }
 
     /// The headers heard so far on the call under `token`.
-    pub fn heard_headers(&self, token: u64) -> Option<&[(String, Vec<u8>)]> {
+    pub fn heard_headers(&self, token: u64) -> Option<&HeaderCopy> {
         let out = self.out.iter().find(|out| out.token == token)?;
         Some(out.response.headers())
     }

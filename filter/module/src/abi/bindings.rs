@@ -5,6 +5,8 @@
 use std::ffi::c_void;
 use std::ptr;
 
+use switchblade_core::http::HeaderCopy;
+
 use crate::host::{Body, HeaderMap};
 
 pub(super) type HttpFilterConfigEnvoyPtr = *mut c_void;
@@ -77,11 +79,21 @@ impl EnvoyBuffer {
 
     /// A copy of the bytes (rule 1).
     pub(super) fn to_vec(self) -> Vec<u8> {
+        // SAFETY: copied at once, while Envoy's bytes are valid (rule 1).
+        unsafe { self.bytes() }.to_vec()
+    }
+
+    /// The bytes themselves, to copy at once.
+    ///
+    /// # Safety
+    /// The slice must be dropped before the hook returns or the map or buffer it came from
+    /// changes (rule 1).
+    unsafe fn bytes<'hook>(self) -> &'hook [u8] {
         if self.ptr.is_null() || self.length == 0 {
-            return Vec::new();
+            return &[];
         }
         // SAFETY: Envoy hands out `length` readable bytes at `ptr`, valid for this hook (rule 1).
-        unsafe { std::slice::from_raw_parts(self.ptr, self.length) }.to_vec()
+        unsafe { std::slice::from_raw_parts(self.ptr, self.length) }
     }
 }
 
@@ -330,31 +342,38 @@ pub(super) unsafe fn start_stream(
     }
 }
 
-/// Copies of headers Envoy hands over (rules 1 and 3); none for a null pointer.
+/// A copy of the headers Envoy hands over (rules 1 and 3); none for a null pointer.
 ///
 /// # Safety
 /// `headers` is null or points at `count` headers valid for this hook.
-pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usize) -> Vec<(String, Vec<u8>)> {
+pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usize) -> HeaderCopy {
     if headers.is_null() {
-        return Vec::new();
+        return HeaderCopy::default();
     }
     // SAFETY: by the caller's contract (rules 1 and 3).
-    unsafe { std::slice::from_raw_parts(headers, count) }
+    let headers = unsafe { std::slice::from_raw_parts(headers, count) };
+    let name_bytes = headers
         .iter()
-        .map(|header| {
-            let name = EnvoyBuffer {
-                ptr: header.key_ptr,
-                length: header.key_length,
-            }
-            .to_vec();
-            let value = EnvoyBuffer {
-                ptr: header.value_ptr,
-                length: header.value_length,
-            }
-            .to_vec();
-            (String::from_utf8_lossy(&name).into_owned(), value)
-        })
-        .collect()
+        .map(|header| header.key_length)
+        .fold(0, usize::saturating_add);
+    let value_bytes = headers
+        .iter()
+        .map(|header| header.value_length)
+        .fold(0, usize::saturating_add);
+    let mut copy = HeaderCopy::with_capacity(count, name_bytes, value_bytes);
+    for header in headers {
+        let name = EnvoyBuffer {
+            ptr: header.key_ptr,
+            length: header.key_length,
+        };
+        let value = EnvoyBuffer {
+            ptr: header.value_ptr,
+            length: header.value_length,
+        };
+        // SAFETY: both copied at once, in this hook (rule 1).
+        unsafe { copy.push(name.bytes(), value.bytes()) };
+    }
+    copy
 }
 
 /// Copies of the bytes of body chunks Envoy hands over (rules 1 and 3).

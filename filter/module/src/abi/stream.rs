@@ -3,6 +3,7 @@
 use std::ptr;
 use std::time::Instant;
 
+use switchblade_core::http::HeaderCopy;
 use switchblade_core::observe::MetricKind;
 
 use super::bindings::*;
@@ -43,11 +44,11 @@ impl StreamHost for Stream {
         found.then(|| value.to_vec())
     }
 
-    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
+    fn headers(&self, map: HeaderMap) -> HeaderCopy {
         // SAFETY: a plain query on this stream (rule 4).
         let count = unsafe { envoy_dynamic_module_callback_http_get_headers_size(self.filter, header_type(map)) };
         if count == 0 {
-            return Vec::new();
+            return HeaderCopy::default();
         }
         let empty = EnvoyHttpHeader {
             key_ptr: ptr::null(),
@@ -60,7 +61,7 @@ impl StreamHost for Stream {
         if !unsafe {
             envoy_dynamic_module_callback_http_get_headers(self.filter, header_type(map), headers.as_mut_ptr())
         } {
-            return Vec::new();
+            return HeaderCopy::default();
         }
         // SAFETY: Envoy's headers for this hook, just filled in (rules 1 and 3).
         unsafe { copied_headers(headers.as_ptr(), headers.len()) }

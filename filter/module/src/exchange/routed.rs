@@ -5,7 +5,6 @@
 use std::time::Instant;
 
 use switchblade_core::grpc::call_end::{CallEnd, CallPart};
-use switchblade_core::http::header_pairs;
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
@@ -23,10 +22,11 @@ impl Exchange {
         call: UpstreamCall,
         cluster_header: &str,
     ) -> Verdict {
-        let original = host.headers(HeaderMap::Request);
-        let routed = call.routed_headers(cluster_header, &header_pairs(&original));
-        for (name, _) in &original {
-            if !routed.iter().any(|(kept, _)| kept == name) {
+        let copy = host.headers(HeaderMap::Request);
+        let original = copy.pairs();
+        let routed = call.routed_headers(cluster_header, &original);
+        for name in copy.distinct_names() {
+            if !routed.iter().any(|&(kept, _)| kept == name) {
                 host.remove_header(HeaderMap::Request, name);
             }
         }
@@ -34,10 +34,10 @@ impl Exchange {
             // What the call keeps as it came (the method, the scheme, the request id) is not
             // written again: each write is a call into Envoy that copies the name and value. A
             // header the client sent twice is written, which leaves it once.
-            let mut same_name = original.iter().filter(|(kept, _)| kept == name);
+            let mut same_name = original.iter().filter(|&&(kept, _)| kept == *name);
             let unchanged = matches!(
                 (same_name.next(), same_name.next()),
-                (Some((_, kept_value)), None) if kept_value == value
+                (Some(&(_, kept_value)), None) if kept_value == value.as_ref()
             );
             if !unchanged {
                 host.set_header(HeaderMap::Request, name, value);
@@ -104,7 +104,7 @@ impl Exchange {
                 return Verdict::Continue;
             };
             let trailers = host.headers(HeaderMap::ResponseTrailers);
-            for (name, _) in &trailers {
+            for name in trailers.distinct_names() {
                 host.remove_header(HeaderMap::ResponseTrailers, name);
             }
             self.server().heard(reply, ROUTED, CallPart::Trailers(trailers));
@@ -119,19 +119,21 @@ impl Exchange {
             return Verdict::Continue;
         };
         self.deadline.replace(None);
-        let upstream_headers: Vec<String> = reply
-            .heard_headers(ROUTED)
-            .unwrap_or_default()
-            .iter()
-            .map(|(name, _)| name.clone())
-            .collect();
+        let upstream_headers = reply.heard_headers(ROUTED).cloned().unwrap_or_default();
         self.server()
             .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
         self.publish(host);
         let answer = reply.into_response();
-        // The answer's headers: the tool result's, nothing of the upstream's.
-        for name in &upstream_headers {
-            if name != ":status" {
+        // The answer's headers: the tool result's, nothing of the upstream's. One the answer
+        // sets (`content-type`, `content-length`) and the upstream sent once is not removed
+        // first: setting replaces it (a write less, each a call into Envoy).
+        let replaced = |name: &str| {
+            let sets =
+                matches!(name, ":status" | "content-length") || answer.headers.iter().any(|&(set, _)| set == name);
+            sets && upstream_headers.iter().filter(|&(sent, _)| sent == name).count() == 1
+        };
+        for name in upstream_headers.distinct_names() {
+            if !replaced(name) {
                 host.remove_header(HeaderMap::Response, name);
             }
         }

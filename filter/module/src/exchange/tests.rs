@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::Value;
+use switchblade_core::http::HeaderCopy;
 use switchblade_core::observe::MetricKind;
 
 use super::*;
@@ -74,6 +75,8 @@ struct FakeStream {
     cancelled_keys: RefCell<Vec<String>>,
     /// The names of the headers written with a value, in order.
     header_writes: RefCell<Vec<String>>,
+    /// The names of the headers removed, in order.
+    header_removes: RefCell<Vec<(HeaderMapKey, String)>>,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -142,8 +145,12 @@ impl StreamHost for FakeStream {
             .map(|(_, value)| value.clone())
     }
 
-    fn headers(&self, map: HeaderMap) -> Vec<(String, Vec<u8>)> {
-        self.maps.borrow().get(&map_key(map)).cloned().unwrap_or_default()
+    fn headers(&self, map: HeaderMap) -> HeaderCopy {
+        self.maps
+            .borrow()
+            .get(&map_key(map))
+            .map(|headers| headers.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
@@ -153,6 +160,8 @@ impl StreamHost for FakeStream {
         if !value.is_empty() {
             headers.push((name.to_owned(), value.to_vec()));
             self.header_writes.borrow_mut().push(name.to_owned());
+        } else {
+            self.header_removes.borrow_mut().push((map_key(map), name.to_owned()));
         }
         true
     }
@@ -296,13 +305,13 @@ fn answer_call(exchange: &Exchange, stream: &FakeStream, call: u64) {
     exchange.call_heard(
         stream,
         call,
-        CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
     );
     exchange.call_heard(stream, call, CallPart::Data(USER_FRAME));
     exchange.call_heard(
         stream,
         call,
-        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+        CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
     );
     exchange.call_ended(stream, call, false);
 }
@@ -385,7 +394,7 @@ fn a_routed_call_writes_only_the_headers_that_change() {
         stream
             .headers(HeaderMap::Request)
             .iter()
-            .filter(|(name, _)| name == "x-forwarded-proto")
+            .filter(|&(name, _)| name == "x-forwarded-proto")
             .count(),
         1
     );
@@ -459,6 +468,43 @@ fn a_routed_call_rewrites_the_request_and_then_the_answer() {
 }
 
 #[test]
+fn the_answer_replaces_the_upstreams_headers_with_a_write_less_for_those_it_sets() {
+    for (content_types, removed) in [(1, vec!["x-upstream"]), (2, vec!["x-upstream", "content-type"])] {
+        let exchange = exchange(routed());
+        let stream = FakeStream::request("POST", "/mcp", &[]);
+        assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+        let mut upstream: Vec<(&str, &[u8])> = vec![(":status", b"200"), ("x-upstream", b"1")];
+        upstream.extend(std::iter::repeat_n(
+            ("content-type", b"application/grpc".as_slice()),
+            content_types,
+        ));
+        stream.set_map(HeaderMap::Response, &upstream);
+        assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+        stream.set_body(Body::ReceivedResponse, USER_FRAME);
+        assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+        stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
+        stream.header_removes.borrow_mut().clear();
+        stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
+        assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+        let response = map_key(HeaderMap::Response);
+        let removed_names = stream.header_removes.borrow();
+        let removes: Vec<&str> = removed_names
+            .iter()
+            .filter(|(map, _)| *map == response)
+            .map(|(_, name)| name.as_str())
+            .collect();
+        // Sent once, `content-type` is replaced by the answer's; sent twice, it is removed
+        // first, so that none of the upstream's is left beside it.
+        assert_eq!(removes, removed, "{content_types} content-type headers");
+        assert_eq!(
+            stream.value(HeaderMap::Response, "content-type").as_deref(),
+            Some("application/json")
+        );
+        assert_eq!(stream.value(HeaderMap::Response, "x-upstream"), None);
+    }
+}
+
+#[test]
 fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
@@ -515,7 +561,7 @@ fn a_call_answered_while_it_starts_is_not_lost() {
         exchange.call_heard(
             stream,
             call,
-            CallPart::Headers(vec![(":status".into(), b"503".to_vec())]),
+            CallPart::Headers(HeaderCopy::from_iter([(":status", "503")])),
         );
         exchange.call_heard(stream, call, CallPart::Data(b"no healthy upstream"));
         exchange.call_ended(stream, call, false);
@@ -613,7 +659,11 @@ fn a_stream_of_answers_is_called_out_with_progress_as_it_comes_and_stopped_at_it
         )
     );
     assert_eq!(stream.route_cleared.get(), 0);
-    exchange.call_heard(&stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(
+        &stream,
+        1,
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+    );
     assert!(stream.streamed_headers.borrow().is_none(), "no event yet");
     // The first message, split across two chunks.
     let first = event_frame(1);
@@ -655,12 +705,16 @@ fn a_stream_without_a_progress_token_is_one_json_answer() {
         &stream,
         &WATCH.replace(r#","_meta":{"progressToken":"p1"}"#, ""),
     );
-    exchange.call_heard(&stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(
+        &stream,
+        1,
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+    );
     exchange.call_heard(&stream, 1, CallPart::Data(&event_frame(1)));
     exchange.call_heard(
         &stream,
         1,
-        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+        CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
     );
     exchange.call_ended(&stream, 1, false);
     assert!(stream.streamed_headers.borrow().is_none());
@@ -736,7 +790,11 @@ fn another_request_id_or_a_unary_call_is_not_listened_for() {
 
 /// The first message of a watch, heard.
 fn exchange_messages(exchange: &Exchange, stream: &FakeStream) {
-    exchange.call_heard(stream, 1, CallPart::Headers(vec![(":status".into(), b"200".to_vec())]));
+    exchange.call_heard(
+        stream,
+        1,
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+    );
     exchange.call_heard(stream, 1, CallPart::Data(&event_frame(1)));
 }
 
@@ -764,13 +822,13 @@ fn a_task_tools_call_waits_for_its_operation_between_wake_ups() {
         exchange.call_heard(
             &stream,
             call,
-            CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+            CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
         );
         exchange.call_heard(&stream, call, CallPart::Data(&frame));
         exchange.call_heard(
             &stream,
             call,
-            CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+            CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
         );
         exchange.call_ended(&stream, call, false);
     };

@@ -13,7 +13,7 @@ use crate::access::Caller;
 use crate::descriptors::embedded_pool;
 use crate::eras::{CLIENT_CAPABILITIES_META, MODERN_VERSION, PROTOCOL_VERSION_META};
 use crate::grpc::frame::grpc_frame;
-use crate::http::McpHeaders;
+use crate::http::{HeaderCopy, McpHeaders};
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::observe::{Observations, TaskOutcome};
 use crate::server::{McpRequest, Outcome, Reply, Server};
@@ -157,9 +157,9 @@ impl Exchange<'_> {
         let size = framed.len();
         let read = || {
             (
-                vec![(":status".to_owned(), b"200".to_vec())],
+                HeaderCopy::from_iter([(":status", "200")]),
                 framed,
-                vec![("grpc-status".to_owned(), status.to_string().into_bytes())],
+                HeaderCopy::from_iter([("grpc-status", status.to_string())]),
             )
         };
         self.now += Duration::from_millis(10);

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use super::*;
 use crate::eras::BATCH_VERSION;
 use crate::grpc::call_end::CallPart;
+use crate::http::HeaderCopy;
 
 fn bounded(limits: &str) -> Server {
     let config = CONFIG.replacen('{', &format!(r#"{{"limits": {{{limits}}},"#), 1);
@@ -34,13 +35,13 @@ fn hear_success(server: &Server, reply: &mut Reply, token: u64) {
     server.heard(
         reply,
         token,
-        CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
     );
     server.heard(reply, token, CallPart::Data(&[0, 0, 0, 0, 2, 0x08, 7]));
     server.heard(
         reply,
         token,
-        CallPart::Trailers(vec![("grpc-status".into(), b"0".to_vec())]),
+        CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
     );
     server.call_ended(
         reply,
@@ -147,7 +148,7 @@ fn a_call_cut_off_at_its_deadline_is_deadline_exceeded_and_earlier_unavailable()
         server.heard(
             &mut reply,
             1,
-            CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+            CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
         );
         let now = Duration::from_secs(100) + Duration::from_millis(ended_at_ms);
         server.call_ended(&mut reply, 1, true, now, &mut Observations::default());

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::grpc::call_end::CallPart;
+use crate::http::HeaderCopy;
 use crate::observe::CallOutcome;
 
 const STREAMING: &str =
@@ -124,7 +125,7 @@ fn a_cancelled_sse_answer_is_ended_by_the_host() {
     server.heard(
         &mut reply,
         5,
-        CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+        CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
     );
     server.heard(&mut reply, 5, CallPart::Message(&[]));
     assert!(reply.take_progress_events().is_some());
@@ -146,13 +147,13 @@ fn a_stream_its_upstream_ends_at_the_deadline_closed_its_window() {
         server.heard(
             &mut reply,
             1,
-            CallPart::Headers(vec![(":status".into(), b"200".to_vec())]),
+            CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
         );
         server.heard(&mut reply, 1, CallPart::Data(&[0, 0, 0, 0, 0]));
         server.heard(
             &mut reply,
             1,
-            CallPart::Trailers(vec![("grpc-status".into(), b"4".to_vec())]),
+            CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "4")])),
         );
         let now = Duration::from_millis(ended_at_ms);
         server.call_ended(&mut reply, 1, false, now, &mut Observations::default());

@@ -1,0 +1,114 @@
+//! A header map copied out of a host.
+
+use super::HeaderPair;
+
+/// A header map as a host copies it out: the names in one string and the values in one
+/// buffer, so that a copy costs three allocations, not two per header (a routed call copies the
+/// request's headers, the upstream's and its trailers), and a name is checked as UTF-8 once, as
+/// it is copied. One that is not UTF-8 is kept with replacement characters, and so matches no
+/// name the core looks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HeaderCopy {
+    names: String,
+    values: Vec<u8>,
+    /// Where each header's name ends in `names`, and its value in `values`.
+    ends: Vec<(usize, usize)>,
+}
+
+impl HeaderCopy {
+    /// An empty copy with room for `headers` headers, their names' and values' bytes.
+    pub fn with_capacity(headers: usize, name_bytes: usize, value_bytes: usize) -> Self {
+        HeaderCopy {
+            names: String::with_capacity(name_bytes),
+            values: Vec::with_capacity(value_bytes),
+            ends: Vec::with_capacity(headers),
+        }
+    }
+
+    /// Adds a header after the others.
+    pub fn push(&mut self, name: &[u8], value: &[u8]) {
+        match std::str::from_utf8(name) {
+            Ok(name) => self.names.push_str(name),
+            Err(_) => self.names.push_str(&String::from_utf8_lossy(name)),
+        }
+        self.values.extend_from_slice(value);
+        self.ends.push((self.names.len(), self.values.len()));
+    }
+
+    /// The header at `index` (`index < self.len()`).
+    fn header(&self, index: usize) -> HeaderPair<'_> {
+        let (name_start, value_start) = match index.checked_sub(1) {
+            Some(before) => self.ends.get(before).copied().unwrap_or_default(),
+            None => (0, 0),
+        };
+        let (name_end, value_end) = self.ends.get(index).copied().unwrap_or_default();
+        (
+            self.names.get(name_start..name_end).unwrap_or_default(),
+            self.values.get(value_start..value_end).unwrap_or_default(),
+        )
+    }
+
+    /// The headers in order.
+    pub fn iter(&self) -> impl Iterator<Item = HeaderPair<'_>> {
+        (0..self.len()).map(|index| self.header(index))
+    }
+
+    /// Each name once, where it first comes: what a host removes a header by (a removal takes
+    /// every value of a name).
+    pub fn distinct_names(&self) -> impl Iterator<Item = &str> {
+        (0..self.len()).filter_map(|index| {
+            let (name, _) = self.header(index);
+            (!(0..index).any(|earlier| self.header(earlier).0 == name)).then_some(name)
+        })
+    }
+
+    /// The headers in order, as the pairs the core reads.
+    pub fn pairs(&self) -> Vec<HeaderPair<'_>> {
+        self.iter().collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+}
+
+impl<N: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(N, V)> for HeaderCopy {
+    fn from_iter<I: IntoIterator<Item = (N, V)>>(headers: I) -> Self {
+        let mut copy = HeaderCopy::default();
+        for (name, value) in headers {
+            copy.push(name.as_ref(), value.as_ref());
+        }
+        copy
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::HeaderCopy;
+
+    #[test]
+    fn headers_come_back_in_order_with_repeats_and_empty_values() {
+        let copy: HeaderCopy = [(":status", "200"), ("x-a", ""), ("", "v"), ("x-a", "2")]
+            .into_iter()
+            .collect();
+        let expected: Vec<(&str, &[u8])> = vec![(":status", b"200"), ("x-a", b""), ("", b"v"), ("x-a", b"2")];
+        assert_eq!(copy.pairs(), expected);
+        assert_eq!(copy.len(), 4);
+        assert_eq!(copy.distinct_names().collect::<Vec<_>>(), [":status", "x-a", ""]);
+        assert!(HeaderCopy::default().is_empty());
+        assert_eq!(HeaderCopy::default().pairs(), Vec::<(&str, &[u8])>::new());
+    }
+
+    #[test]
+    fn a_name_that_is_not_utf8_is_kept_with_replacement_characters_and_values_as_bytes() {
+        let mut copy = HeaderCopy::with_capacity(2, 6, 4);
+        copy.push(b"x-\xff", b"\xfe\x00");
+        copy.push(b"x-b", b"ok");
+        let expected: Vec<(&str, &[u8])> = vec![("x-\u{fffd}", b"\xfe\x00"), ("x-b", b"ok")];
+        assert_eq!(copy.pairs(), expected);
+    }
+}
