@@ -8,6 +8,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::WholeCallResponse;
+use switchblade_core::http::HeaderCopy;
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::{Conflict, SharedCounters};
 
@@ -36,13 +37,9 @@ pub(crate) type HeaderMapBytes = Vec<(String, Bytes)>;
 /// The headers, body and trailers of a callout's answer, in its `on_http_call_response`.
 pub(crate) fn call_response(headers: usize, body_size: usize, trailers: usize) -> WholeCallResponse {
     (
-        map_bytes(MapType::HttpCallResponseHeaders, headers)
-            .into_iter()
-            .collect(),
+        HeaderCopy::of_pairs(&map_bytes(MapType::HttpCallResponseHeaders, headers)),
         buffer(BufferType::HttpCallResponseBody, body_size),
-        map_bytes(MapType::HttpCallResponseTrailers, trailers)
-            .into_iter()
-            .collect(),
+        HeaderCopy::of_pairs(&map_bytes(MapType::HttpCallResponseTrailers, trailers)),
     )
 }
 

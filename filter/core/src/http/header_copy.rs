@@ -25,6 +25,18 @@ impl HeaderCopy {
         }
     }
 
+    /// A copy of pairs a host already holds, its buffers sized once (collecting an iterator
+    /// grows them as it goes, a reallocation each time).
+    pub fn of_pairs<N: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(N, V)]) -> Self {
+        let name_bytes = pairs.iter().map(|(name, _)| name.as_ref().len()).sum();
+        let value_bytes = pairs.iter().map(|(_, value)| value.as_ref().len()).sum();
+        let mut copy = HeaderCopy::with_capacity(pairs.len(), name_bytes, value_bytes);
+        for (name, value) in pairs {
+            copy.push(name.as_ref(), value.as_ref());
+        }
+        copy
+    }
+
     /// Adds a header after the others.
     pub fn push(&mut self, name: &[u8], value: &[u8]) {
         match std::str::from_utf8(name) {
@@ -101,6 +113,8 @@ mod tests {
         assert_eq!(copy.distinct_names().collect::<Vec<_>>(), [":status", "x-a", ""]);
         assert!(HeaderCopy::default().is_empty());
         assert_eq!(HeaderCopy::default().pairs(), Vec::<(&str, &[u8])>::new());
+        let held = [(":status".to_owned(), b"200".to_vec()), ("x-a".to_owned(), Vec::new())];
+        assert_eq!(HeaderCopy::of_pairs(&held), held.iter().map(|(n, v)| (n, v)).collect());
     }
 
     #[test]
