@@ -28,8 +28,8 @@ use switchblade_core::upstream::UpstreamCall;
 use crate::cancels;
 use crate::clock::{OpenStream, StreamClock, Wake};
 use crate::host_io::{
-    buffer, call_out, call_response, client_address, header_value, log_fields, map_bytes, now, token_payload,
-    HeaderMapBytes,
+    buffer, call_out, call_response, client_address, header_pairs, header_value, log_fields, map_bytes, now,
+    token_payload, HeaderMapBytes,
 };
 use crate::stats::Stats;
 
@@ -157,12 +157,11 @@ impl Context for Exchange {
             // SDK's status reader would panic on) is in the trailing metadata, if it came.
             let heard = inner.trailing.remove(&token).unwrap_or_default();
             let status_text = status.to_string();
-            let trailers = heard
-                .iter()
-                .map(|(name, value)| (name.as_str(), value.as_slice()))
-                .filter(|&(name, _)| name != "grpc-status")
-                .chain([("grpc-status", status_text.as_bytes())])
-                .collect();
+            let trailers = HeaderCopy::sized_from(
+                header_pairs(&heard)
+                    .filter(|&(name, _)| name != "grpc-status")
+                    .chain([("grpc-status", status_text.as_bytes())]),
+            );
             inner.heard(token, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
             inner.heard(token, CallPart::Trailers(trailers));
         }
@@ -190,10 +189,7 @@ impl HttpContext for Exchange {
             return Action::Continue;
         }
         let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let pairs: Vec<HeaderPair<'_>> = map
-            .iter()
-            .map(|(name, value)| (name.as_str(), value.as_slice()))
-            .collect();
+        let pairs: Vec<HeaderPair<'_>> = header_pairs(&map).collect();
         let headers = match server.admit_headers(&path, &pairs, &mut inner.observed) {
             Ok(headers) => headers,
             Err(refusal) => {

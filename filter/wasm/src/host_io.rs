@@ -8,7 +8,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::WholeCallResponse;
-use switchblade_core::http::HeaderCopy;
+use switchblade_core::http::{HeaderCopy, HeaderPair};
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::{Conflict, SharedCounters};
 
@@ -37,9 +37,9 @@ pub(crate) type HeaderMapBytes = Vec<(String, Bytes)>;
 /// The headers, body and trailers of a callout's answer, in its `on_http_call_response`.
 pub(crate) fn call_response(headers: usize, body_size: usize, trailers: usize) -> WholeCallResponse {
     (
-        HeaderCopy::of_pairs(&map_bytes(MapType::HttpCallResponseHeaders, headers)),
+        HeaderCopy::sized_from(header_pairs(&map_bytes(MapType::HttpCallResponseHeaders, headers))),
         buffer(BufferType::HttpCallResponseBody, body_size),
-        HeaderCopy::of_pairs(&map_bytes(MapType::HttpCallResponseTrailers, trailers)),
+        HeaderCopy::sized_from(header_pairs(&map_bytes(MapType::HttpCallResponseTrailers, trailers))),
     )
 }
 
@@ -53,6 +53,11 @@ pub(crate) fn map_bytes(map: MapType, count: usize) -> HeaderMapBytes {
         warn!("cannot read {map:?}: {status:?}");
         Vec::new()
     })
+}
+
+/// A map read from the host as the pairs the core reads.
+pub(crate) fn header_pairs(map: &HeaderMapBytes) -> impl Iterator<Item = HeaderPair<'_>> + Clone {
+    map.iter().map(|(name, value)| (name.as_str(), value.as_slice()))
 }
 
 /// One request header, as bytes.

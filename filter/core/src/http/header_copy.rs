@@ -25,13 +25,29 @@ impl HeaderCopy {
         }
     }
 
-    /// A copy of pairs a host already holds, its buffers sized once (collecting an iterator
-    /// grows them as it goes, a reallocation each time).
-    pub fn of_pairs<N: AsRef<[u8]>, V: AsRef<[u8]>>(pairs: &[(N, V)]) -> Self {
-        let name_bytes = pairs.iter().map(|(name, _)| name.as_ref().len()).sum();
-        let value_bytes = pairs.iter().map(|(_, value)| value.as_ref().len()).sum();
-        let mut copy = HeaderCopy::with_capacity(pairs.len(), name_bytes, value_bytes);
-        for (name, value) in pairs {
+    /// A copy of headers a host lends, its buffers sized once: `headers` is read twice, to
+    /// measure and then to copy (collecting grows the buffers as they fill, a reallocation
+    /// each time).
+    pub fn sized_from<N, V, I>(headers: I) -> Self
+    where
+        N: AsRef<[u8]>,
+        V: AsRef<[u8]>,
+        I: IntoIterator<Item = (N, V)>,
+        I::IntoIter: Clone,
+    {
+        let headers = headers.into_iter();
+        let (count, name_bytes, value_bytes) = headers.clone().fold(
+            (0, 0, 0),
+            |(count, names, values): (usize, usize, usize), (name, value)| {
+                (
+                    count + 1,
+                    names.saturating_add(name.as_ref().len()),
+                    values.saturating_add(value.as_ref().len()),
+                )
+            },
+        );
+        let mut copy = HeaderCopy::with_capacity(count, name_bytes, value_bytes);
+        for (name, value) in headers {
             copy.push(name.as_ref(), value.as_ref());
         }
         copy
@@ -114,7 +130,11 @@ mod tests {
         assert!(HeaderCopy::default().is_empty());
         assert_eq!(HeaderCopy::default().pairs(), Vec::<(&str, &[u8])>::new());
         let held = [(":status".to_owned(), b"200".to_vec()), ("x-a".to_owned(), Vec::new())];
-        assert_eq!(HeaderCopy::of_pairs(&held), held.iter().map(|(n, v)| (n, v)).collect());
+        let sized = HeaderCopy::sized_from(held.iter().map(|(name, value)| (name, value)));
+        assert_eq!(sized, held.iter().map(|(name, value)| (name, value)).collect());
+        assert_eq!(sized.names.capacity(), ":status".len() + "x-a".len());
+        assert_eq!(sized.values.capacity(), "200".len());
+        assert_eq!(sized.ends.capacity(), 2);
     }
 
     #[test]

@@ -352,16 +352,7 @@ pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usiz
     }
     // SAFETY: by the caller's contract (rules 1 and 3).
     let headers = unsafe { std::slice::from_raw_parts(headers, count) };
-    let name_bytes = headers
-        .iter()
-        .map(|header| header.key_length)
-        .fold(0, usize::saturating_add);
-    let value_bytes = headers
-        .iter()
-        .map(|header| header.value_length)
-        .fold(0, usize::saturating_add);
-    let mut copy = HeaderCopy::with_capacity(count, name_bytes, value_bytes);
-    for header in headers {
+    HeaderCopy::sized_from(headers.iter().map(|header| {
         let name = EnvoyBuffer {
             ptr: header.key_ptr,
             length: header.key_length,
@@ -370,10 +361,9 @@ pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usiz
             ptr: header.value_ptr,
             length: header.value_length,
         };
-        // SAFETY: both copied at once, in this hook (rule 1).
-        unsafe { copy.push(name.bytes(), value.bytes()) };
-    }
-    copy
+        // SAFETY: both copied within this call, in this hook (rule 1).
+        unsafe { (name.bytes(), value.bytes()) }
+    }))
 }
 
 /// Copies of the bytes of body chunks Envoy hands over (rules 1 and 3).
@@ -381,12 +371,74 @@ pub(super) unsafe fn copied_headers(headers: *const EnvoyHttpHeader, count: usiz
 /// # Safety
 /// `chunks` is null or points at `count` buffers valid for this hook.
 pub(super) unsafe fn copied_chunks(chunks: *const EnvoyBuffer, count: usize) -> Vec<u8> {
-    let mut bytes = Vec::new();
-    if !chunks.is_null() {
-        // SAFETY: by the caller's contract (rules 1 and 3).
-        for chunk in unsafe { std::slice::from_raw_parts(chunks, count) } {
-            bytes.extend_from_slice(&chunk.to_vec());
-        }
+    if chunks.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: by the caller's contract (rules 1 and 3).
+    let chunks = unsafe { std::slice::from_raw_parts(chunks, count) };
+    // SAFETY: each read twice within this call, to measure and to copy, in this hook (rule 1).
+    let slices = chunks.iter().map(|chunk| unsafe { chunk.bytes() });
+    // Sized once: a body in several chunks is not copied again as the buffer grows.
+    let mut bytes = Vec::with_capacity(slices.clone().map(<[u8]>::len).fold(0, usize::saturating_add));
+    for slice in slices {
+        bytes.extend_from_slice(slice);
     }
     bytes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lent(bytes: &[u8]) -> EnvoyBuffer {
+        EnvoyBuffer {
+            ptr: bytes.as_ptr(),
+            length: bytes.len(),
+        }
+    }
+
+    #[test]
+    fn chunks_are_copied_in_order_into_one_buffer_of_their_size() {
+        let chunks = [
+            lent(b"{\"a\":"),
+            EnvoyBuffer {
+                ptr: ptr::null(),
+                length: 7,
+            },
+            lent(b""),
+            lent(b"1}"),
+        ];
+        // SAFETY: the buffers point at these statics, or are null.
+        let bytes = unsafe { copied_chunks(chunks.as_ptr(), chunks.len()) };
+        assert_eq!(bytes, b"{\"a\":1}");
+        assert_eq!(bytes.capacity(), bytes.len());
+        // SAFETY: a null pointer is read as no chunks.
+        assert!(unsafe { copied_chunks(ptr::null(), 3) }.is_empty());
+    }
+
+    #[test]
+    fn headers_are_copied_with_null_and_empty_parts_as_empty() {
+        let header = |name: &[u8], value: &[u8]| EnvoyHttpHeader {
+            key_ptr: name.as_ptr(),
+            key_length: name.len(),
+            value_ptr: value.as_ptr(),
+            value_length: value.len(),
+        };
+        let headers = [
+            header(b":path", b"/mcp"),
+            EnvoyHttpHeader {
+                key_ptr: b"x-empty".as_ptr(),
+                key_length: 7,
+                value_ptr: ptr::null(),
+                value_length: 5,
+            },
+            header(b"x-a", b"1"),
+        ];
+        // SAFETY: the headers point at these statics, or are null.
+        let copy = unsafe { copied_headers(headers.as_ptr(), headers.len()) };
+        let expected: Vec<(&str, &[u8])> = vec![(":path", b"/mcp"), ("x-empty", b""), ("x-a", b"1")];
+        assert_eq!(copy.pairs(), expected);
+        // SAFETY: a null pointer is read as no headers.
+        assert!(unsafe { copied_headers(ptr::null(), 2) }.is_empty());
+    }
 }
