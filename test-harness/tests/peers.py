@@ -70,6 +70,11 @@ class RawHttp2Upstream(Blackhole):
         self.received_trailers: list[list[tuple[bytes, bytes]]] = []
         super().__init__(stands_in_for=stands_in_for)
 
+    def answer_with(self, headers: list[tuple[bytes, bytes]], body: bytes = b"",
+                    trailers: list[tuple[bytes, bytes]] | None = None) -> None:
+        """What every later request is answered with."""
+        self.headers, self.body, self.trailers = headers, body, trailers
+
     def _handle(self, connection: socket.socket) -> None:
         self.held.append(connection)
         threading.Thread(target=self._serve, args=(connection,), daemon=True).start()
@@ -125,18 +130,14 @@ class RawHttp2Upstream(Blackhole):
             peer.send_headers(stream_id, self.trailers, end_stream=True)
 
 
-class RawGrpcUpstream(RawHttp2Upstream):
-    """An HTTP/2 "upstream" that fails every gRPC call with a `grpc-message` of raw bytes that
-    are not UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not care),
-    in its trailers, or in a trailers-only answer."""
-
-    def __init__(self, message: bytes, *, stands_in_for: Iterable[str], trailers_only: bool = False) -> None:
-        status = [(b"grpc-status", b"13"), (b"grpc-message", message)]
-        headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-        if trailers_only:
-            super().__init__(headers + status, stands_in_for=stands_in_for)
-        else:
-            super().__init__(headers, trailers=status, stands_in_for=stands_in_for)
+def grpc_failure(message: bytes, *, trailers_only: bool = False) -> tuple[list[tuple[bytes, bytes]], bytes,
+                                                                      list[tuple[bytes, bytes]] | None]:
+    """What a `RawHttp2Upstream` answers to fail a gRPC call with a `grpc-message` of raw bytes
+    that need not be UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not
+    care): its headers, body and trailers, the status in trailers or in a trailers-only answer."""
+    status = [(b"grpc-status", b"13"), (b"grpc-message", message)]
+    headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+    return (headers + status, b"", None) if trailers_only else (headers, b"", status)
 
 
 class HeadersThenSilence(RawHttp2Upstream):

@@ -10,7 +10,7 @@ import pytest
 
 from filter_build import demo_plugin
 from mcp_client import Mcp, is_deadline_error
-from peers import Blackhole, RawGrpcUpstream, RawHttp2Upstream, Slammer
+from peers import Blackhole, RawHttp2Upstream, Slammer, grpc_failure
 from processes import REPO, Envoy, Upstream
 
 # A raw peer stands in for every cluster of the demo bootstrap: the gRPC services' and the
@@ -120,28 +120,37 @@ def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
         slammer.stop()
 
 
-@pytest.mark.parametrize("trailers_only", [False, True], ids=["in trailers", "trailers-only"])
-def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(trailers_only: bool) -> None:
-    """The SDK reads the host's status message as a string and panics when it is not UTF-8,
-    which would take the VM down; the filter reads grpc-message from the metadata instead."""
-    raw = RawGrpcUpstream(b"caf\xe9 %41", stands_in_for=DEMO_CLUSTERS, trailers_only=trailers_only)
+GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
+
+
+@pytest.fixture(scope="module")
+def raw_peer():
+    """One Envoy in front of a raw HTTP/2 peer whose answer each test sets: the broken answers
+    below need no Envoy each (every start of the Wasm build compiles the .wasm again)."""
+    raw = RawHttp2Upstream(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-raw")
     try:
         envoy.start()
-        marks_before = envoy.filter_marks()
-        mcp = Mcp(envoy.mcp_url)
-        for _ in range(2):
-            text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
-            assert text == "demo.users.v1.UserService/GetUser failed with gRPC status INTERNAL (13): caf\ufffd A", text
-        assert mcp.request("ping")["result"] == {}
-        assert envoy.filter_marks() == marks_before
+        yield raw, envoy
     finally:
         envoy.stop()
         raw.stop()
 
 
-GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
+@pytest.mark.parametrize("trailers_only", [False, True], ids=["in trailers", "trailers-only"])
+def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(raw_peer, trailers_only: bool) -> None:
+    """The SDK reads the host's status message as a string and panics when it is not UTF-8,
+    which would take the VM down; the filter reads grpc-message from the metadata instead."""
+    raw, envoy = raw_peer
+    raw.answer_with(*grpc_failure(b"caf\xe9 %41", trailers_only=trailers_only))
+    marks_before = envoy.filter_marks()
+    mcp = Mcp(envoy.mcp_url)
+    for _ in range(2):
+        text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
+        assert text == "demo.users.v1.UserService/GetUser failed with gRPC status INTERNAL (13): caf\ufffd A", text
+    assert mcp.request("ping")["result"] == {}
+    assert envoy.filter_marks() == marks_before
 
 
 @pytest.mark.parametrize(
@@ -164,21 +173,16 @@ USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
     ids=["HTTP 503", "HTTP 404", "no grpc-status", "compressed", "two messages", "truncated frame", "no message",
          "grpc-status not a number"],
 )
-def test_answers_that_break_the_grpc_protocol_are_tool_errors(headers, body, trailers, expected) -> None:
+def test_answers_that_break_the_grpc_protocol_are_tool_errors(raw_peer, headers, body, trailers, expected) -> None:
     """What a misconfigured or broken server sends back is read, not trusted: each answer is a
     tool error naming what is wrong, and Envoy's Wasm VM keeps serving."""
-    raw = RawHttp2Upstream(headers, body, trailers, stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-broken")
-    try:
-        envoy.start()
-        mcp = Mcp(envoy.mcp_url)
-        text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
-        assert text == f"demo.users.v1.UserService/GetUser failed with gRPC status {expected}", text
-        assert mcp.request("ping")["result"] == {}
-        assert envoy.filter_marks().get("wasm.switchblade.vm_reload", 0) == 0
-    finally:
-        envoy.stop()
-        raw.stop()
+    raw, envoy = raw_peer
+    raw.answer_with(headers, body, trailers)
+    mcp = Mcp(envoy.mcp_url)
+    text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
+    assert text == f"demo.users.v1.UserService/GetUser failed with gRPC status {expected}", text
+    assert mcp.request("ping")["result"] == {}
+    assert envoy.filter_marks().get("wasm.switchblade.vm_reload", 0) == 0
 
 
 def test_bytes_that_do_not_fit_the_declared_type_are_a_tool_error(tmp_path, upstream: Upstream) -> None:
