@@ -35,11 +35,10 @@ pub trait StreamHost {
     fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>>;
     /// Every header of a map, in order.
     fn headers(&self, map: HeaderMap) -> HeaderCopy;
-    /// Sets a header to one value; an empty value removes it.
+    /// Sets a header to one value, in place of all it had.
     fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
-    fn remove_header(&self, map: HeaderMap, name: &str) {
-        self.set_header(map, name, &[]);
-    }
+    /// Removes every value of a header.
+    fn remove_header(&self, map: HeaderMap, name: &str);
     /// The bytes of a body.
     fn body(&self, body: Body) -> Vec<u8>;
     fn body_size(&self, body: Body) -> usize;

@@ -63,6 +63,14 @@ pub(super) fn module_pairs(pairs: &[(&str, &str)]) -> Vec<ModuleHttpHeader> {
 }
 
 impl ModuleBuffer {
+    /// No value at all: what `set_header` takes to remove a header. Envoy 1.40 removes a
+    /// header set to a zero-length value as well, but its ABI documents only the null one, and
+    /// later versions set such a header to an empty value.
+    pub(super) const NULL: ModuleBuffer = ModuleBuffer {
+        ptr: ptr::null(),
+        length: 0,
+    };
+
     pub(super) fn of(bytes: &[u8]) -> Self {
         ModuleBuffer {
             ptr: bytes.as_ptr(),

@@ -79,6 +79,18 @@ impl StreamHost for Stream {
         }
     }
 
+    fn remove_header(&self, map: HeaderMap, name: &str) {
+        // SAFETY: the name is module memory for the call (rule 2); a null value removes.
+        unsafe {
+            envoy_dynamic_module_callback_http_set_header(
+                self.filter,
+                header_type(map),
+                ModuleBuffer::of(name.as_bytes()),
+                ModuleBuffer::NULL,
+            );
+        }
+    }
+
     fn body(&self, body: Body) -> Vec<u8> {
         // SAFETY: a plain query on this stream (rule 4).
         let count = unsafe { envoy_dynamic_module_callback_http_get_body_chunks_size(self.filter, body_type(body)) };

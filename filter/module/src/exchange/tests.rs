@@ -157,13 +157,15 @@ impl StreamHost for FakeStream {
         let mut maps = self.maps.borrow_mut();
         let headers = maps.entry(map_key(map)).or_default();
         headers.retain(|(key, _)| key != name);
-        if !value.is_empty() {
-            headers.push((name.to_owned(), value.to_vec()));
-            self.header_writes.borrow_mut().push(name.to_owned());
-        } else {
-            self.header_removes.borrow_mut().push((map_key(map), name.to_owned()));
-        }
+        headers.push((name.to_owned(), value.to_vec()));
+        self.header_writes.borrow_mut().push(name.to_owned());
         true
+    }
+
+    fn remove_header(&self, map: HeaderMap, name: &str) {
+        let mut maps = self.maps.borrow_mut();
+        maps.entry(map_key(map)).or_default().retain(|(key, _)| key != name);
+        self.header_removes.borrow_mut().push((map_key(map), name.to_owned()));
     }
 
     fn body(&self, body: Body) -> Vec<u8> {
