@@ -182,29 +182,40 @@ def nested_tree_bytes(levels: int) -> bytes:
     return message
 
 
-@pytest.mark.parametrize(("levels", "rendered"), [(100, True), (101, True), (102, False)])
-def test_answers_nested_to_the_message_depth_limit(levels: int, rendered: bool) -> None:
-    """An upstream's answer of nested messages: up to protobuf's 100 levels under the root it is
-    rendered, past them it is refused with its reason, in both builds."""
-    message = nested_tree_bytes(levels)
-    frame = b"\x00" + len(message).to_bytes(4, "big") + message
-    peer = RawHttp2Upstream([(b":status", b"200"), (b"content-type", b"application/grpc")], frame,
-                            [(b"grpc-status", b"0")], stands_in_for=DEMO_CLUSTERS)
+GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+
+
+@pytest.fixture(scope="module")
+def deep_answers():
+    """One Envoy in front of a raw HTTP/2 peer whose answer each test sets (every start of the
+    Wasm build compiles the .wasm again)."""
+    peer = RawHttp2Upstream(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(peer, {"services": {SINK: {"cluster": "demo_grpc"}}}, name="envoy-deep-answer")
     try:
         envoy.start()
-        marks = envoy.filter_marks()
-        result = Mcp(envoy.mcp_url).request("tools/call", {"name": "KitchenSinkService_EchoTree",
-                                                           "arguments": {}})["result"]
-        if rendered:
-            assert result["isError"] is False, result
-            assert depth(result["structuredContent"]) == 2 * levels
-        else:
-            assert result["content"][0]["text"].endswith("messages are nested more than 100 deep"), result
-        assert envoy.filter_marks() == marks
+        yield peer, envoy
     finally:
         envoy.stop()
         peer.stop()
+
+
+@pytest.mark.parametrize(("levels", "rendered"), [(100, True), (101, True), (102, False)])
+def test_answers_nested_to_the_message_depth_limit(deep_answers, levels: int, rendered: bool) -> None:
+    """An upstream's answer of nested messages: up to protobuf's 100 levels under the root it is
+    rendered, past them it is refused with its reason, in both builds."""
+    peer, envoy = deep_answers
+    message = nested_tree_bytes(levels)
+    frame = b"\x00" + len(message).to_bytes(4, "big") + message
+    peer.answer_with(GRPC_HEADERS, frame, [(b"grpc-status", b"0")])
+    marks = envoy.filter_marks()
+    result = Mcp(envoy.mcp_url).request("tools/call", {"name": "KitchenSinkService_EchoTree",
+                                                       "arguments": {}})["result"]
+    if rendered:
+        assert result["isError"] is False, result
+        assert depth(result["structuredContent"]) == 2 * levels
+    else:
+        assert result["content"][0]["text"].endswith("messages are nested more than 100 deep"), result
+    assert envoy.filter_marks() == marks
 
 
 def rss_mib(envoy: Envoy) -> float:

@@ -125,54 +125,54 @@ def routed_bootstrap(buffer_limit: int | None = None) -> dict:
     return config
 
 
-def test_a_deadline_after_the_upstreams_headers_is_deadline_exceeded() -> None:
-    """The upstream sends its headers and then nothing: the call ends at its deadline with
-    DEADLINE_EXCEEDED (where the module routes, Envoy's router alone could only reset it)."""
-    peer = HeadersThenSilence(stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(peer, {"services": {USERS: {"cluster": "demo_grpc", "timeout_ms": 500}}}, name="envoy-stalled")
-    try:
-        envoy.start()
-        mcp = Mcp(envoy.mcp_url)
-        started = time.monotonic()
-        result = mcp.call_tool("UserService_GetUser", {"user_id": 1})
-        elapsed = time.monotonic() - started
-        assert text_of(result) == (
-            f"{USERS}/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 500 ms deadline")
-        assert 0.45 < elapsed < 1.4, f"answered after {elapsed:.2f}s"
-        assert mcp.request("ping")["result"] == {}
-    finally:
-        envoy.stop()
-        peer.stop()
-
-
-def test_a_shorter_deadline_filed_after_a_longer_one_still_ends_its_call_on_time() -> None:
-    """A call with a 3 s deadline is waiting when one with a 500 ms deadline starts: the second
-    ends at its own deadline, not after the first (the module's deadline thread sleeps until the
-    first deadline it knows, and only a deadline ahead of all others wakes it)."""
+@pytest.fixture(scope="module")
+def silent_upstream():
+    """One Envoy in front of an upstream that sends its headers and then nothing, with a
+    deadline of 3 s for GetUser and 500 ms for GetItem."""
     peer = HeadersThenSilence(stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {USERS: {"cluster": "demo_grpc", "timeout_ms": 3000},
                            CATALOG: {"cluster": "demo_grpc", "timeout_ms": 500}}}
-    envoy = Envoy(peer, plugin, name="envoy-two-deadlines")
+    envoy = Envoy(peer, plugin, name="envoy-stalled")
     try:
         envoy.start()
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            started = time.monotonic()
-            long_call = pool.submit(Mcp(envoy.mcp_url).call_tool, "UserService_GetUser", {"user_id": 1})
-            time.sleep(0.3)
-            short_started = time.monotonic()
-            short = Mcp(envoy.mcp_url).call_tool("CatalogService_GetItem", {"id": 1})
-            short_elapsed = time.monotonic() - short_started
-            assert text_of(short) == (
-                f"{CATALOG}/GetItem failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 500 ms deadline")
-            assert 0.45 < short_elapsed < 1.4, f"the 500 ms call answered after {short_elapsed:.2f}s"
-            long = long_call.result(timeout=10)
-            long_elapsed = time.monotonic() - started
-        assert text_of(long) == (
-            f"{USERS}/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 3000 ms deadline")
-        assert 2.9 < long_elapsed < 4.5, f"the 3000 ms call answered after {long_elapsed:.2f}s"
+        yield envoy
     finally:
         envoy.stop()
         peer.stop()
+
+
+def test_a_deadline_after_the_upstreams_headers_is_deadline_exceeded(silent_upstream: Envoy) -> None:
+    """The upstream sends its headers and then nothing: the call ends at its deadline with
+    DEADLINE_EXCEEDED (where the module routes, Envoy's router alone could only reset it)."""
+    mcp = Mcp(silent_upstream.mcp_url)
+    started = time.monotonic()
+    result = mcp.call_tool("CatalogService_GetItem", {"id": 1})
+    elapsed = time.monotonic() - started
+    assert text_of(result) == (
+        f"{CATALOG}/GetItem failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 500 ms deadline")
+    assert 0.45 < elapsed < 1.4, f"answered after {elapsed:.2f}s"
+    assert mcp.request("ping")["result"] == {}
+
+
+def test_a_shorter_deadline_filed_after_a_longer_one_still_ends_its_call_on_time(silent_upstream: Envoy) -> None:
+    """A call with a 3 s deadline is waiting when one with a 500 ms deadline starts: the second
+    ends at its own deadline, not after the first (the module's deadline thread sleeps until the
+    first deadline it knows, and only a deadline ahead of all others wakes it)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = time.monotonic()
+        long_call = pool.submit(Mcp(silent_upstream.mcp_url).call_tool, "UserService_GetUser", {"user_id": 1})
+        time.sleep(0.3)
+        short_started = time.monotonic()
+        short = Mcp(silent_upstream.mcp_url).call_tool("CatalogService_GetItem", {"id": 1})
+        short_elapsed = time.monotonic() - short_started
+        assert text_of(short) == (
+            f"{CATALOG}/GetItem failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 500 ms deadline")
+        assert 0.45 < short_elapsed < 1.4, f"the 500 ms call answered after {short_elapsed:.2f}s"
+        long = long_call.result(timeout=10)
+        long_elapsed = time.monotonic() - started
+    assert text_of(long) == (
+        f"{USERS}/GetUser failed with gRPC status DEADLINE_EXCEEDED (4): no answer within the 3000 ms deadline")
+    assert 2.9 < long_elapsed < 4.5, f"the 3000 ms call answered after {long_elapsed:.2f}s"
 
 
 def test_an_answer_larger_than_envoys_buffer_is_read_up_to_max_response_bytes() -> None:

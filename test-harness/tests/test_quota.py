@@ -259,26 +259,29 @@ class RateLimitPeer(Peer):
 
 
 class WithRateLimit:
-    """The demo upstream's clusters, and `ratelimit` at a port of its own."""
+    """The demo upstream's clusters, and rate limit services' clusters (`ratelimit` and any
+    other) at ports of their own."""
 
-    def __init__(self, upstream: Upstream, port: int) -> None:
-        self.clusters = {**upstream.clusters, "ratelimit": port}
+    def __init__(self, upstream: Upstream, port: int, **others: int) -> None:
+        self.clusters = {**upstream.clusters, "ratelimit": port, **others}
 
 
-def rls_bootstrap() -> dict[str, Any]:
-    """The demo bootstrap with a `ratelimit` cluster (HTTP/2, as the service's gRPC needs)."""
+def rls_bootstrap(*others: str) -> dict[str, Any]:
+    """The demo bootstrap with a `ratelimit` cluster and one for each of `others` (HTTP/2, as
+    the service's gRPC needs)."""
     config = demo_config()
     clusters = config["static_resources"]["clusters"]
     grpc = next(cluster for cluster in clusters if cluster["name"] == "demo_grpc")
-    cluster = copy.deepcopy(grpc)
-    cluster["name"] = "ratelimit"
-    cluster["load_assignment"]["cluster_name"] = "ratelimit"
-    clusters.append(cluster)
+    for name in ("ratelimit", *others):
+        cluster = copy.deepcopy(grpc)
+        cluster["name"] = name
+        cluster["load_assignment"]["cluster_name"] = name
+        clusters.append(cluster)
     return config
 
 
-def rls_plugin(failure_mode: str = "allow", timeout_ms: int = 200) -> dict[str, Any]:
-    return with_limits({"rate_limit_service": {"cluster": "ratelimit", "domain": "switchblade",
+def rls_plugin(failure_mode: str = "allow", timeout_ms: int = 200, cluster: str = "ratelimit") -> dict[str, Any]:
+    return with_limits({"rate_limit_service": {"cluster": cluster, "domain": "switchblade",
                                                "timeout_ms": timeout_ms, "failure_mode": failure_mode}})
 
 
@@ -317,45 +320,54 @@ def test_two_envoys_share_one_budget_through_the_rate_limit_service(fleet, upstr
     assert rate_limited_calls(first, "UserService_GetUser") + rate_limited_calls(second, "UserService_GetUser") == 2
 
 
-@pytest.mark.parametrize("failure_mode", ["allow", "deny"])
-def test_a_rate_limit_service_that_is_down_lets_calls_go_or_refuses_them(upstream: Upstream, failure_mode: str) -> None:
-    nothing_listens = free_port()
-    proxy = Envoy(WithRateLimit(upstream, nothing_listens), rls_plugin(failure_mode), bootstrap=rls_bootstrap(),
-                  name=f"envoy-rls-down-{failure_mode}").start()
-    try:
-        upstream.reset()
-        result = Client(proxy.mcp_url).call()
-        if failure_mode == "allow":
-            assert result["isError"] is False
-            assert upstream.total_calls() == 1
-        else:
-            assert result["isError"] is True
-            assert result["content"][0]["text"].startswith(
-                "Rate limited: the rate limit service (cluster \"ratelimit\") did not answer (")
-            assert result["content"][0]["text"].endswith(
-                "and limits.rate_limit_service.failure_mode is \"deny\"; retry after 1000 ms. The call was not sent.")
-            assert result["_meta"] == {RETRY_META: 1000}
-            assert upstream.total_calls() == 0
-    finally:
-        proxy.stop()
-
-
-@pytest.mark.parametrize("failure_mode", ["allow", "deny"])
-def test_a_slow_rate_limit_service_is_given_up_at_its_timeout(upstream: Upstream, failure_mode: str) -> None:
+@pytest.fixture(scope="module")
+def failing_services(upstream: Upstream):
+    """One Envoy for the rate limit service's failures, each test swapping in the plugin it needs
+    (an ECDS swap reuses the compiled .wasm, a start compiles it again): `ratelimit` is the test
+    peer, made slow by the test that needs it, and `ratelimit_down` a port where nothing listens."""
     peer = RateLimitPeer(RLS_CONFIG).start()
-    proxy = Envoy(WithRateLimit(upstream, peer.grpc_port), rls_plugin(failure_mode, timeout_ms=50), bootstrap=rls_bootstrap(),
-                  name=f"envoy-rls-slow-{failure_mode}").start()
+    backend = WithRateLimit(upstream, peer.grpc_port, ratelimit_down=free_port())
+    proxy = Envoy(backend, rls_plugin(), bootstrap=rls_bootstrap("ratelimit_down"), name="envoy-rls-failing")
     try:
-        peer.delay(1000)
-        upstream.reset()
-        started = time.monotonic()
-        result = Client(proxy.mcp_url).call()
-        took = time.monotonic() - started
-        assert took < 0.9, took
-        assert result["isError"] is (failure_mode == "deny"), result
-        if failure_mode == "deny":
-            assert "(no answer within its timeout)" in result["content"][0]["text"], result
-        assert upstream.total_calls() == (1 if failure_mode == "allow" else 0)
+        proxy.start()
+        yield peer, proxy
     finally:
         proxy.stop()
         peer.stop()
+
+
+@pytest.mark.parametrize("failure_mode", ["allow", "deny"])
+def test_a_rate_limit_service_that_is_down_lets_calls_go_or_refuses_them(failing_services, upstream: Upstream,
+                                                                          failure_mode: str) -> None:
+    _, proxy = failing_services
+    assert proxy.swap_plugin(rls_plugin(failure_mode, cluster="ratelimit_down"))
+    upstream.reset()
+    result = Client(proxy.mcp_url).call()
+    if failure_mode == "allow":
+        assert result["isError"] is False
+        assert upstream.total_calls() == 1
+    else:
+        assert result["isError"] is True
+        assert result["content"][0]["text"].startswith(
+            "Rate limited: the rate limit service (cluster \"ratelimit_down\") did not answer (")
+        assert result["content"][0]["text"].endswith(
+            "and limits.rate_limit_service.failure_mode is \"deny\"; retry after 1000 ms. The call was not sent.")
+        assert result["_meta"] == {RETRY_META: 1000}
+        assert upstream.total_calls() == 0
+
+
+@pytest.mark.parametrize("failure_mode", ["allow", "deny"])
+def test_a_slow_rate_limit_service_is_given_up_at_its_timeout(failing_services, upstream: Upstream,
+                                                              failure_mode: str) -> None:
+    peer, proxy = failing_services
+    assert proxy.swap_plugin(rls_plugin(failure_mode, timeout_ms=50))
+    peer.delay(1000)
+    upstream.reset()
+    started = time.monotonic()
+    result = Client(proxy.mcp_url).call()
+    took = time.monotonic() - started
+    assert took < 0.9, took
+    assert result["isError"] is (failure_mode == "deny"), result
+    if failure_mode == "deny":
+        assert "(no answer within its timeout)" in result["content"][0]["text"], result
+    assert upstream.total_calls() == (1 if failure_mode == "allow" else 0)

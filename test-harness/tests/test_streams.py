@@ -24,7 +24,7 @@ from mcp import Client
 
 from filter_build import demo_plugin
 from mcp_client import Mcp, modern_meta
-from peers import HeadersThenSilence, RawHttp2Upstream
+from peers import RawHttp2Upstream
 from processes import REPO, Envoy, Upstream, wait_until
 
 CATALOG = "demo.catalog.v1.CatalogService"
@@ -357,19 +357,46 @@ def test_closing_the_connection_cancels_the_stream(long_watch: Envoy, upstream: 
                timeout=3)
 
 
-def hostile(body: bytes, trailers: list[tuple[bytes, bytes]] | None, chunk: int | None = None) -> RawHttp2Upstream:
-    class Peer(RawHttp2Upstream):
-        def _send_body(self, peer, stream_id, pending):
-            if chunk is None:
-                return super()._send_body(peer, stream_id, pending)
-            # Every DATA frame `chunk` bytes: gRPC frames split at every boundary.
-            data = pending.pop(stream_id)
-            for start in range(0, len(data), chunk):
-                peer.send_data(stream_id, data[start:start + chunk])
-            peer.send_headers(stream_id, self.trailers or [(b"grpc-status", b"0")], end_stream=True)
+class HostileStreamPeer(RawHttp2Upstream):
+    """A raw HTTP/2 peer for hostile server streams: what `answer_with` sets, its body sent in
+    DATA frames of `chunk` bytes each if set (gRPC frames split at every boundary), or, when
+    `silent`, the headers alone and then nothing."""
 
-    return Peer([(b":status", b"200"), (b"content-type", b"application/grpc")], body, trailers,
-                stands_in_for=DEMO_CLUSTERS)
+    chunk: int | None = None
+    silent = False
+
+    def _answer(self, peer, stream_id, pending):
+        if self.silent:
+            peer.send_headers(stream_id, self.headers, end_stream=False)
+        else:
+            super()._answer(peer, stream_id, pending)
+
+    def _send_body(self, peer, stream_id, pending):
+        if self.chunk is None:
+            return super()._send_body(peer, stream_id, pending)
+        data = pending.pop(stream_id)
+        for start in range(0, len(data), self.chunk):
+            peer.send_data(stream_id, data[start:start + self.chunk])
+        peer.send_headers(stream_id, self.trailers or [(b"grpc-status", b"0")], end_stream=True)
+
+
+GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+
+
+@pytest.fixture(scope="module")
+def hostile_stream():
+    """One Envoy in front of a `HostileStreamPeer` whose answer each test sets (every start of
+    the Wasm build compiles the .wasm again)."""
+    peer = HostileStreamPeer(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
+    plugin = {"services": {CATALOG: {"cluster": "demo_grpc", "streaming": True}},
+              "tools": {f"{CATALOG}/WatchItems": {"timeout_ms": 800}}}
+    envoy = Envoy(peer, plugin, name="envoy-hostile-stream")
+    try:
+        envoy.start()
+        yield peer, envoy
+    finally:
+        envoy.stop()
+        peer.stop()
 
 
 def event_frame(id: int) -> bytes:
@@ -378,50 +405,35 @@ def event_frame(id: int) -> bytes:
     return b"\x00" + len(event).to_bytes(4, "big") + event
 
 
-def with_peer(peer: RawHttp2Upstream, tools: dict | None = None) -> tuple[Envoy, Mcp]:
-    plugin = {"services": {CATALOG: {"cluster": "demo_grpc", "timeout_ms": 1500, "streaming": True}},
-              "tools": tools or {}}
-    envoy = Envoy(peer, plugin, name="envoy-hostile-stream").start()
-    return envoy, Mcp(envoy.mcp_url)
-
-
-def test_frames_split_at_every_byte_come_whole() -> None:
-    body = b"".join(event_frame(id) for id in (1, 2, 3))
-    peer = hostile(body, [(b"grpc-status", b"0")], chunk=1)
-    envoy, mcp = with_peer(peer)
-    try:
-        result = result_of(call(mcp, "CatalogService_WatchItems", {}))
-        assert result["isError"] is False, text_of(result)
-        assert result["structuredContent"]["end"] == {"reason": "complete", "count": 3}
-        assert [e["sequence"] for e in result["structuredContent"]["messages"]] == [1, 2, 3]
-    finally:
-        envoy.stop()
-        peer.stop()
+def test_frames_split_at_every_byte_come_whole(hostile_stream) -> None:
+    peer, envoy = hostile_stream
+    peer.chunk, peer.silent = 1, False
+    peer.answer_with(GRPC_HEADERS, b"".join(event_frame(id) for id in (1, 2, 3)), [(b"grpc-status", b"0")])
+    result = result_of(call(Mcp(envoy.mcp_url), "CatalogService_WatchItems", {}))
+    assert result["isError"] is False, text_of(result)
+    assert result["structuredContent"]["end"] == {"reason": "complete", "count": 3}
+    assert [e["sequence"] for e in result["structuredContent"]["messages"]] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("case", ["compressed", "oversized", "silent"])
-def test_hostile_streams_end_cleanly(case: str) -> None:
+def test_hostile_streams_end_cleanly(hostile_stream, case: str) -> None:
+    peer, envoy = hostile_stream
+    peer.chunk, peer.silent = None, case == "silent"
     if case == "compressed":
-        peer = hostile(event_frame(1) + b"\x01\x00\x00\x00\x02zz", [(b"grpc-status", b"0")])
+        peer.answer_with(GRPC_HEADERS, event_frame(1) + b"\x01\x00\x00\x00\x02zz", [(b"grpc-status", b"0")])
     elif case == "oversized":
-        peer = hostile(event_frame(1) + b"\x00\xff\xff\xff\xff" + b"x" * 1000, None)
+        peer.answer_with(GRPC_HEADERS, event_frame(1) + b"\x00\xff\xff\xff\xff" + b"x" * 1000)
+    mcp = Mcp(envoy.mcp_url)
+    result = result_of(call(mcp, "CatalogService_WatchItems", {}))
+    if case == "compressed":
+        assert result["isError"] is True
+        assert "compress" in text_of(result).lower() or "INTERNAL" in text_of(result), text_of(result)
+    elif case == "oversized":
+        # The module refuses the frame from its prefix (max_bytes); Envoy's gRPC client, which
+        # reads the Wasm filter's streams, refuses it itself (a tool error).
+        end = result["structuredContent"].get("end") if result["isError"] is False else None
+        assert end == {"reason": "max_bytes", "count": 1} or result["isError"] is True, result
     else:
-        peer = HeadersThenSilence(stands_in_for=DEMO_CLUSTERS)
-    envoy, mcp = with_peer(peer, {f"{CATALOG}/WatchItems": {"timeout_ms": 800}})
-    try:
-        result = result_of(call(mcp, "CatalogService_WatchItems", {}))
-        if case == "compressed":
-            assert result["isError"] is True
-            assert "compress" in text_of(result).lower() or "INTERNAL" in text_of(result), text_of(result)
-        elif case == "oversized":
-            # The module refuses the frame from its prefix (max_bytes); Envoy's gRPC client, which
-            # reads the Wasm filter's streams, refuses it itself (a tool error).
-            end = result["structuredContent"].get("end") if result["isError"] is False else None
-            assert end == {"reason": "max_bytes", "count": 1} or result["isError"] is True, result
-        else:
-            assert result["isError"] is False
-            assert result["structuredContent"] == {"messages": [], "end": {"reason": "deadline", "count": 0}}
-        assert mcp.request("ping")["result"] == {}
-    finally:
-        envoy.stop()
-        peer.stop()
+        assert result["isError"] is False
+        assert result["structuredContent"] == {"messages": [], "end": {"reason": "deadline", "count": 0}}
+    assert mcp.request("ping")["result"] == {}
