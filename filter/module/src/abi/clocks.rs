@@ -89,7 +89,15 @@ struct Filed {
     listening: HashMap<String, Vec<(u64, StreamScheduler, u64)>>,
     next_key: u64,
     stop: bool,
+    /// When the deadline thread's sleep ends, while it sleeps: a deadline due before then
+    /// must wake it.
+    thread_wakes_at: Option<Instant>,
 }
+
+/// How long the deadline thread sleeps with no deadline filed before it looks again. A
+/// deadline filed meanwhile that falls after its wake-up needs no wake of its own: with a
+/// timeout of this or more (the default is 10 s), none does.
+const IDLE_SLEEP: Duration = Duration::from_secs(1);
 
 /// A configuration's wake-ups of its streams: one thread commits each stream's scheduler when
 /// its deadline falls due, and [`Wakeups::wake_listeners`] commits those of the streams waiting
@@ -125,12 +133,13 @@ impl Wakeups {
         filed.next_key += 1;
         let key = (when, filed.next_key);
         filed.due.insert(key, (scheduler, event));
-        // The thread sleeps until the first deadline, so only a new first one needs to wake
-        // it. Calls with the same timeout file their deadlines in order, so under load this
-        // spares a futex wake on the worker and a wake-up of the thread per call.
-        let first = filed.due.first_key_value().is_some_and(|(first, _)| *first == key);
+        // Only a deadline due before the thread's wake-up needs to wake it. Calls with the same
+        // timeout file their deadlines in order, and an idle thread wakes within IDLE_SLEEP, so
+        // under load this spares the worker a futex wake and a switch to the thread per call
+        // (also when every call has ended and the next one files into an empty queue).
+        let wakes_thread = filed.thread_wakes_at.is_none_or(|wakes_at| when < wakes_at);
         drop(filed);
-        if first {
+        if wakes_thread {
             self.shared.1.notify_one();
         }
         key
@@ -197,31 +206,33 @@ fn lock(mutex: &Mutex<Filed>) -> MutexGuard<'_, Filed> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-/// The deadline thread: sleeps until the first deadline, commits it, and so on until stopped.
-/// It never sleeps past the first deadline: it sleeps until the first one it saw, deadlines
-/// taken out only make the first one later, and a deadline filed ahead of all others wakes it
-/// ([`Wakeups::add`]).
+/// The deadline thread: sleeps until the first deadline, commits it, and so on until stopped;
+/// with none filed, it sleeps for IDLE_SLEEP and looks again. It never sleeps past the first
+/// deadline: it sleeps until the first one it saw, deadlines taken out only make the first one
+/// later, and a deadline filed that falls before its wake-up wakes it ([`Wakeups::add`]).
 fn run_deadlines(shared: &(Mutex<Filed>, Condvar)) {
     let (mutex, wake) = shared;
     let mut filed = lock(mutex);
     while !filed.stop {
         let now = Instant::now();
-        let Some((&key, _)) = filed.due.first_key_value() else {
-            filed = wake.wait(filed).unwrap_or_else(PoisonError::into_inner);
-            continue;
-        };
-        if key.0 > now {
-            filed = wake
-                .wait_timeout(filed, key.0 - now)
-                .map(|(filed, _)| filed)
-                .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+        let first = filed.due.first_key_value().map(|(&key, _)| key);
+        if let Some(key) = first.filter(|key| key.0 <= now) {
+            if let Some((scheduler, event)) = filed.due.remove(&key) {
+                // SAFETY: its deadline was queued until now, and the lock is held: the stream's
+                // worker cannot have deleted the scheduler (rule 8).
+                unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler.0, event) };
+            }
             continue;
         }
-        if let Some((scheduler, event)) = filed.due.remove(&key) {
-            // SAFETY: its deadline was queued until now, and the lock is held: the stream's
-            // worker cannot have deleted the scheduler (rule 8).
-            unsafe { envoy_dynamic_module_callback_http_filter_scheduler_commit(scheduler.0, event) };
-        }
+        let wakes_at = first.map_or(now + IDLE_SLEEP, |key| key.0);
+        // Read by `add` only while this thread waits: the wait releases the lock, and it is
+        // held from the wake-up to the next wait.
+        filed.thread_wakes_at = Some(wakes_at);
+        filed = wake
+            .wait_timeout(filed, wakes_at - now)
+            .map(|(filed, _)| filed)
+            .unwrap_or_else(|poisoned| poisoned.into_inner().0);
+        filed.thread_wakes_at = None;
     }
 }
 
