@@ -55,10 +55,17 @@ class Slammer(Blackhole):
         connection.close()
 
 
+# The headers of a gRPC answer, as an upstream sends them.
+GRPC_ANSWER_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+
+
 class RawHttp2Upstream(Blackhole):
     """An HTTP/2 "upstream" that answers every request with the same bytes, whatever gRPC says:
     response headers, then a body and trailers if given. Nothing is validated or normalized, so
     a test can send what a broken or hostile server would."""
+
+    # Sends the headers, then nothing more: an answer that starts and never ends.
+    silent = False
 
     def __init__(self, headers: list[tuple[bytes, bytes]], body: bytes = b"",
                  trailers: list[tuple[bytes, bytes]] | None = None, *, stands_in_for: Iterable[str]) -> None:
@@ -108,6 +115,9 @@ class RawHttp2Upstream(Blackhole):
             return b""
 
     def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
+        if self.silent:
+            peer.send_headers(stream_id, self.headers, end_stream=False)
+            return
         ends_with_headers = not self.body and self.trailers is None
         peer.send_headers(stream_id, self.headers, end_stream=ends_with_headers)
         if ends_with_headers:
@@ -136,19 +146,17 @@ def grpc_failure(message: bytes, *, trailers_only: bool = False) -> tuple[list[t
     that need not be UTF-8 (the gRPC wire form is percent-encoded ASCII; a hostile peer need not
     care): its headers, body and trailers, the status in trailers or in a trailers-only answer."""
     status = [(b"grpc-status", b"13"), (b"grpc-message", message)]
-    headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-    return (headers + status, b"", None) if trailers_only else (headers, b"", status)
+    return (GRPC_ANSWER_HEADERS + status, b"", None) if trailers_only else (GRPC_ANSWER_HEADERS, b"", status)
 
 
 class HeadersThenSilence(RawHttp2Upstream):
     """An HTTP/2 "upstream" that sends a gRPC answer's headers, then nothing more: an answer
     that starts and never ends."""
 
-    def __init__(self, *, stands_in_for: Iterable[str]) -> None:
-        super().__init__([(b":status", b"200"), (b"content-type", b"application/grpc")], stands_in_for=stands_in_for)
+    silent = True
 
-    def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
-        peer.send_headers(stream_id, self.headers, end_stream=False)
+    def __init__(self, *, stands_in_for: Iterable[str]) -> None:
+        super().__init__(GRPC_ANSWER_HEADERS, stands_in_for=stands_in_for)
 
 
 class HeadersThenReset(HeadersThenSilence):

@@ -12,7 +12,7 @@ import pytest
 
 from filter_build import demo_plugin
 from mcp_client import Mcp
-from peers import RawHttp2Upstream
+from peers import GRPC_ANSWER_HEADERS, RawHttp2Upstream
 from processes import Envoy, Upstream
 
 SINK = "test.kitchensink.v1.KitchenSinkService"
@@ -182,14 +182,11 @@ def nested_tree_bytes(levels: int) -> bytes:
     return message
 
 
-GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-
-
 @pytest.fixture(scope="module")
 def deep_answers():
     """One Envoy in front of a raw HTTP/2 peer whose answer each test sets (every start of the
     Wasm build compiles the .wasm again)."""
-    peer = RawHttp2Upstream(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
+    peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(peer, {"services": {SINK: {"cluster": "demo_grpc"}}}, name="envoy-deep-answer")
     try:
         envoy.start()
@@ -206,7 +203,7 @@ def test_answers_nested_to_the_message_depth_limit(deep_answers, levels: int, re
     peer, envoy = deep_answers
     message = nested_tree_bytes(levels)
     frame = b"\x00" + len(message).to_bytes(4, "big") + message
-    peer.answer_with(GRPC_HEADERS, frame, [(b"grpc-status", b"0")])
+    peer.answer_with(GRPC_ANSWER_HEADERS, frame, [(b"grpc-status", b"0")])
     marks = envoy.filter_marks()
     result = Mcp(envoy.mcp_url).request("tools/call", {"name": "KitchenSinkService_EchoTree",
                                                        "arguments": {}})["result"]

@@ -21,7 +21,7 @@ import pytest
 import filter_build
 from filter_build import demo_plugin
 from mcp_client import Mcp
-from peers import HeadersThenReset, HeadersThenSilence, RawHttp2Upstream
+from peers import GRPC_ANSWER_HEADERS, HeadersThenReset, HeadersThenSilence, RawHttp2Upstream
 from processes import Envoy, Upstream, demo_config
 
 USERS = "demo.users.v1.UserService"
@@ -181,7 +181,7 @@ def test_an_answer_larger_than_envoys_buffer_is_read_up_to_max_response_bytes() 
     name = b"n" * 1_000_000
     user = b"\x08\x01\x12" + varint(len(name)) + name
     frame = b"\x00" + len(user).to_bytes(4, "big") + user
-    peer = RawHttp2Upstream([(b":status", b"200"), (b"content-type", b"application/grpc")], frame,
+    peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS, frame,
                             [(b"grpc-status", b"0")], stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"max_request_bytes": 16384}}
     envoy = Envoy(peer, plugin, bootstrap=routed_bootstrap(buffer_limit=32768), name="envoy-big-answer")
@@ -222,7 +222,7 @@ def post_with_trailers(url_port: int, body: bytes, trailers: list[tuple[str, str
 
 def test_the_clients_request_trailers_never_reach_the_upstream() -> None:
     user = b"\x08\x01\x12\x03ada"
-    peer = RawHttp2Upstream([(b":status", b"200"), (b"content-type", b"application/grpc")],
+    peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS,
                             b"\x00" + len(user).to_bytes(4, "big") + user, [(b"grpc-status", b"0")],
                             stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, name="envoy-trailers")

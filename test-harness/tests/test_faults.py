@@ -10,7 +10,7 @@ import pytest
 
 from filter_build import demo_plugin
 from mcp_client import Mcp, is_deadline_error
-from peers import Blackhole, RawHttp2Upstream, Slammer, grpc_failure
+from peers import GRPC_ANSWER_HEADERS, Blackhole, RawHttp2Upstream, Slammer, grpc_failure
 from processes import REPO, Envoy, Upstream
 
 # A raw peer stands in for every cluster of the demo bootstrap: the gRPC services' and the
@@ -120,7 +120,6 @@ def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
         slammer.stop()
 
 
-GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
 USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
 
 
@@ -128,7 +127,7 @@ USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
 def raw_peer():
     """One Envoy in front of a raw HTTP/2 peer whose answer each test sets: the broken answers
     below need no Envoy each (every start of the Wasm build compiles the .wasm again)."""
-    raw = RawHttp2Upstream(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
+    raw = RawHttp2Upstream(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
     envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-raw")
     try:
         envoy.start()
@@ -160,15 +159,18 @@ def test_a_grpc_message_that_is_not_utf8_is_read_as_bytes(raw_peer, trailers_onl
          "UNAVAILABLE (14): the upstream answered HTTP 503 instead of a gRPC status: overloaded"),
         ([(b":status", b"404")], b"", None,
          "UNIMPLEMENTED (12): the upstream answered HTTP 404 instead of a gRPC status"),
-        (GRPC_HEADERS, b"\x00\x00\x00\x00\x02" + USER_1, None, "INTERNAL (13): the upstream's answer has no grpc-status"),
-        (GRPC_HEADERS, b"\x01\x00\x00\x00\x02" + USER_1, [(b"grpc-status", b"0")],
+        (GRPC_ANSWER_HEADERS, b"\x00\x00\x00\x00\x02" + USER_1, None,
+         "INTERNAL (13): the upstream's answer has no grpc-status"),
+        (GRPC_ANSWER_HEADERS, b"\x01\x00\x00\x00\x02" + USER_1, [(b"grpc-status", b"0")],
          "INTERNAL (13): the upstream's answer is compressed, and no compression was offered"),
-        (GRPC_HEADERS, (b"\x00\x00\x00\x00\x02" + USER_1) * 2, [(b"grpc-status", b"0")],
+        (GRPC_ANSWER_HEADERS, (b"\x00\x00\x00\x00\x02" + USER_1) * 2, [(b"grpc-status", b"0")],
          "INTERNAL (13): the upstream's answer has more than one message for a unary method"),
-        (GRPC_HEADERS, b"\x00\x00\x00\x00\x09" + USER_1, [(b"grpc-status", b"0")],
+        (GRPC_ANSWER_HEADERS, b"\x00\x00\x00\x00\x09" + USER_1, [(b"grpc-status", b"0")],
          "INTERNAL (13): the upstream's answer ends inside a gRPC frame"),
-        (GRPC_HEADERS, b"", [(b"grpc-status", b"0")], "INTERNAL (13): the upstream's answer has no message"),
-        (GRPC_HEADERS, b"", [(b"grpc-status", b"OK")], "INTERNAL (13): the upstream's grpc-status is not a number"),
+        (GRPC_ANSWER_HEADERS, b"", [(b"grpc-status", b"0")],
+         "INTERNAL (13): the upstream's answer has no message"),
+        (GRPC_ANSWER_HEADERS, b"", [(b"grpc-status", b"OK")],
+         "INTERNAL (13): the upstream's grpc-status is not a number"),
     ],
     ids=["HTTP 503", "HTTP 404", "no grpc-status", "compressed", "two messages", "truncated frame", "no message",
          "grpc-status not a number"],

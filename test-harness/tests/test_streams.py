@@ -24,7 +24,7 @@ from mcp import Client
 
 from filter_build import demo_plugin
 from mcp_client import Mcp, modern_meta
-from peers import RawHttp2Upstream
+from peers import GRPC_ANSWER_HEADERS, RawHttp2Upstream
 from processes import REPO, Envoy, Upstream, wait_until
 
 CATALOG = "demo.catalog.v1.CatalogService"
@@ -359,17 +359,9 @@ def test_closing_the_connection_cancels_the_stream(long_watch: Envoy, upstream: 
 
 class HostileStreamPeer(RawHttp2Upstream):
     """A raw HTTP/2 peer for hostile server streams: what `answer_with` sets, its body sent in
-    DATA frames of `chunk` bytes each if set (gRPC frames split at every boundary), or, when
-    `silent`, the headers alone and then nothing."""
+    DATA frames of `chunk` bytes each if set (gRPC frames split at every boundary)."""
 
     chunk: int | None = None
-    silent = False
-
-    def _answer(self, peer, stream_id, pending):
-        if self.silent:
-            peer.send_headers(stream_id, self.headers, end_stream=False)
-        else:
-            super()._answer(peer, stream_id, pending)
 
     def _send_body(self, peer, stream_id, pending):
         if self.chunk is None:
@@ -380,14 +372,11 @@ class HostileStreamPeer(RawHttp2Upstream):
         peer.send_headers(stream_id, self.trailers or [(b"grpc-status", b"0")], end_stream=True)
 
 
-GRPC_HEADERS = [(b":status", b"200"), (b"content-type", b"application/grpc")]
-
-
 @pytest.fixture(scope="module")
 def hostile_stream():
     """One Envoy in front of a `HostileStreamPeer` whose answer each test sets (every start of
     the Wasm build compiles the .wasm again)."""
-    peer = HostileStreamPeer(GRPC_HEADERS, stands_in_for=DEMO_CLUSTERS)
+    peer = HostileStreamPeer(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {CATALOG: {"cluster": "demo_grpc", "streaming": True}},
               "tools": {f"{CATALOG}/WatchItems": {"timeout_ms": 800}}}
     envoy = Envoy(peer, plugin, name="envoy-hostile-stream")
@@ -408,7 +397,7 @@ def event_frame(id: int) -> bytes:
 def test_frames_split_at_every_byte_come_whole(hostile_stream) -> None:
     peer, envoy = hostile_stream
     peer.chunk, peer.silent = 1, False
-    peer.answer_with(GRPC_HEADERS, b"".join(event_frame(id) for id in (1, 2, 3)), [(b"grpc-status", b"0")])
+    peer.answer_with(GRPC_ANSWER_HEADERS, b"".join(event_frame(id) for id in (1, 2, 3)), [(b"grpc-status", b"0")])
     result = result_of(call(Mcp(envoy.mcp_url), "CatalogService_WatchItems", {}))
     assert result["isError"] is False, text_of(result)
     assert result["structuredContent"]["end"] == {"reason": "complete", "count": 3}
@@ -420,9 +409,9 @@ def test_hostile_streams_end_cleanly(hostile_stream, case: str) -> None:
     peer, envoy = hostile_stream
     peer.chunk, peer.silent = None, case == "silent"
     if case == "compressed":
-        peer.answer_with(GRPC_HEADERS, event_frame(1) + b"\x01\x00\x00\x00\x02zz", [(b"grpc-status", b"0")])
+        peer.answer_with(GRPC_ANSWER_HEADERS, event_frame(1) + b"\x01\x00\x00\x00\x02zz", [(b"grpc-status", b"0")])
     elif case == "oversized":
-        peer.answer_with(GRPC_HEADERS, event_frame(1) + b"\x00\xff\xff\xff\xff" + b"x" * 1000)
+        peer.answer_with(GRPC_ANSWER_HEADERS, event_frame(1) + b"\x00\xff\xff\xff\xff" + b"x" * 1000)
     mcp = Mcp(envoy.mcp_url)
     result = result_of(call(mcp, "CatalogService_WatchItems", {}))
     if case == "compressed":
