@@ -89,8 +89,8 @@ struct Filed {
     listening: HashMap<String, Vec<(u64, StreamScheduler, u64)>>,
     next_key: u64,
     stop: bool,
-    /// When the deadline thread's sleep ends, while it sleeps: a deadline due before then
-    /// must wake it.
+    /// When the deadline thread's last sleep ends (none before its first): a deadline due
+    /// before then must wake it.
     thread_wakes_at: Option<Instant>,
 }
 
@@ -226,13 +226,12 @@ fn run_deadlines(shared: &(Mutex<Filed>, Condvar)) {
         }
         let wakes_at = first.map_or(now + IDLE_SLEEP, |key| key.0);
         // Read by `add` only while this thread waits: the wait releases the lock, and it is
-        // held from the wake-up to the next wait.
+        // held from the wake-up to the next wait, which sets it again.
         filed.thread_wakes_at = Some(wakes_at);
         filed = wake
             .wait_timeout(filed, wakes_at - now)
             .map(|(filed, _)| filed)
             .unwrap_or_else(|poisoned| poisoned.into_inner().0);
-        filed.thread_wakes_at = None;
     }
 }
 
