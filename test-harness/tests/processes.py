@@ -7,6 +7,7 @@ log is kept so a failing test can show it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import random
@@ -14,7 +15,7 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -126,6 +127,12 @@ class Backend(Protocol):
 
     @property
     def clusters(self) -> Mapping[str, int]: ...
+
+
+class TestPeer(Backend, Protocol):
+    """A backend the test started, and stops."""
+
+    def stop(self) -> None: ...
 
 
 class Upstream:
@@ -381,6 +388,19 @@ class Envoy:
                 stats[name] = int(value)
         return stats
 
+
+
+@contextlib.contextmanager
+def in_front_of(peer: TestPeer, plugin: dict[str, Any], name: str) -> Iterator[Envoy]:
+    """A started Envoy in front of a test peer; afterwards both are stopped, the peer also when
+    Envoy does not start."""
+    envoy = Envoy(peer, plugin, name=name)
+    try:
+        envoy.start()
+        yield envoy
+    finally:
+        envoy.stop()
+        peer.stop()
 
 
 class Prometheus(Peer):

@@ -13,7 +13,7 @@ import pytest
 from filter_build import demo_plugin
 from mcp_client import Mcp
 from peers import GRPC_ANSWER_HEADERS, RawHttp2Upstream
-from processes import Envoy, Upstream
+from processes import Envoy, Upstream, in_front_of
 
 SINK = "test.kitchensink.v1.KitchenSinkService"
 # The demo bootstrap's clusters, which a raw peer stands in for.
@@ -187,13 +187,8 @@ def deep_answers():
     """One Envoy in front of a raw HTTP/2 peer whose answer each test sets (every start of the
     Wasm build compiles the .wasm again)."""
     peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(peer, {"services": {SINK: {"cluster": "demo_grpc"}}}, name="envoy-deep-answer")
-    try:
-        envoy.start()
+    with in_front_of(peer, {"services": {SINK: {"cluster": "demo_grpc"}}}, "envoy-deep-answer") as envoy:
         yield peer, envoy
-    finally:
-        envoy.stop()
-        peer.stop()
 
 
 @pytest.mark.parametrize(("levels", "rendered"), [(100, True), (101, True), (102, False)])

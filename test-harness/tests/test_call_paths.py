@@ -22,7 +22,7 @@ import filter_build
 from filter_build import demo_plugin
 from mcp_client import Mcp
 from peers import GRPC_ANSWER_HEADERS, HeadersThenReset, HeadersThenSilence, RawHttp2Upstream
-from processes import Envoy, Upstream, demo_config
+from processes import Envoy, Upstream, demo_config, in_front_of
 
 USERS = "demo.users.v1.UserService"
 CATALOG = "demo.catalog.v1.CatalogService"
@@ -132,13 +132,8 @@ def silent_upstream():
     peer = HeadersThenSilence(stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {USERS: {"cluster": "demo_grpc", "timeout_ms": 3000},
                            CATALOG: {"cluster": "demo_grpc", "timeout_ms": 500}}}
-    envoy = Envoy(peer, plugin, name="envoy-stalled")
-    try:
-        envoy.start()
+    with in_front_of(peer, plugin, "envoy-stalled") as envoy:
         yield envoy
-    finally:
-        envoy.stop()
-        peer.stop()
 
 
 def test_a_deadline_after_the_upstreams_headers_is_deadline_exceeded(silent_upstream: Envoy) -> None:

@@ -11,7 +11,7 @@ import pytest
 from filter_build import demo_plugin
 from mcp_client import Mcp, is_deadline_error
 from peers import GRPC_ANSWER_HEADERS, Blackhole, RawHttp2Upstream, Slammer, grpc_failure
-from processes import REPO, Envoy, Upstream
+from processes import REPO, Envoy, Upstream, in_front_of
 
 # A raw peer stands in for every cluster of the demo bootstrap: the gRPC services' and the
 # router's, which MCP requests never reach; none is left at the bootstrap's fixed port.
@@ -128,13 +128,8 @@ def raw_peer():
     """One Envoy in front of a raw HTTP/2 peer whose answer each test sets: the broken answers
     below need no Envoy each (every start of the Wasm build compiles the .wasm again)."""
     raw = RawHttp2Upstream(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-raw")
-    try:
-        envoy.start()
+    with in_front_of(raw, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, "envoy-raw") as envoy:
         yield raw, envoy
-    finally:
-        envoy.stop()
-        raw.stop()
 
 
 @pytest.mark.parametrize("trailers_only", [False, True], ids=["in trailers", "trailers-only"])

@@ -25,7 +25,7 @@ from mcp import Client
 from filter_build import demo_plugin
 from mcp_client import Mcp, modern_meta
 from peers import GRPC_ANSWER_HEADERS, RawHttp2Upstream
-from processes import REPO, Envoy, Upstream, wait_until
+from processes import REPO, Envoy, Upstream, in_front_of, wait_until
 
 CATALOG = "demo.catalog.v1.CatalogService"
 USERS = "demo.users.v1.UserService"
@@ -379,13 +379,8 @@ def hostile_stream():
     peer = HostileStreamPeer(GRPC_ANSWER_HEADERS, stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {CATALOG: {"cluster": "demo_grpc", "streaming": True}},
               "tools": {f"{CATALOG}/WatchItems": {"timeout_ms": 800}}}
-    envoy = Envoy(peer, plugin, name="envoy-hostile-stream")
-    try:
-        envoy.start()
+    with in_front_of(peer, plugin, "envoy-hostile-stream") as envoy:
         yield peer, envoy
-    finally:
-        envoy.stop()
-        peer.stop()
 
 
 def event_frame(id: int) -> bytes:
