@@ -391,10 +391,11 @@ class Envoy:
 
 
 @contextlib.contextmanager
-def in_front_of(peer: TestPeer, plugin: dict[str, Any], name: str) -> Iterator[Envoy]:
-    """A started Envoy in front of a test peer; afterwards both are stopped, the peer also when
-    Envoy does not start."""
-    envoy = Envoy(peer, plugin, name=name)
+def in_front_of(peer: TestPeer, plugin: dict[str, Any], name: str, *,
+                bootstrap: dict[str, Any] | None = None) -> Iterator[Envoy]:
+    """A started Envoy in front of a test peer, running `bootstrap` if given (else the demo
+    bootstrap); afterwards both are stopped, the peer also when Envoy does not start."""
+    envoy = Envoy(peer, plugin, bootstrap=bootstrap, name=name)
     try:
         envoy.start()
         yield envoy

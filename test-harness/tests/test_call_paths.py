@@ -179,15 +179,10 @@ def test_an_answer_larger_than_envoys_buffer_is_read_up_to_max_response_bytes() 
     peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS, frame,
                             [(b"grpc-status", b"0")], stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {USERS: {"cluster": "demo_grpc"}}, "limits": {"max_request_bytes": 16384}}
-    envoy = Envoy(peer, plugin, bootstrap=routed_bootstrap(buffer_limit=32768), name="envoy-big-answer")
-    try:
-        envoy.start()
+    with in_front_of(peer, plugin, "envoy-big-answer", bootstrap=routed_bootstrap(buffer_limit=32768)) as envoy:
         result = Mcp(envoy.mcp_url).call_tool("UserService_GetUser", {"user_id": 1})
         assert result["isError"] is False, text_of(result)[:300]
         assert result["structuredContent"]["username"] == name.decode()
-    finally:
-        envoy.stop()
-        peer.stop()
 
 
 def post_with_trailers(url_port: int, body: bytes, trailers: list[tuple[str, str]]) -> dict:
@@ -220,9 +215,7 @@ def test_the_clients_request_trailers_never_reach_the_upstream() -> None:
     peer = RawHttp2Upstream(GRPC_ANSWER_HEADERS,
                             b"\x00" + len(user).to_bytes(4, "big") + user, [(b"grpc-status", b"0")],
                             stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, name="envoy-trailers")
-    try:
-        envoy.start()
+    with in_front_of(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, "envoy-trailers") as envoy:
         call = (b'{"jsonrpc":"2.0","id":1,"method":"tools/call",'
                 b'"params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}')
         answer = post_with_trailers(envoy.port, call, [("x-smuggled", "1"), ("grpc-timeout", "1S")])
@@ -231,9 +224,6 @@ def test_the_clients_request_trailers_never_reach_the_upstream() -> None:
         assert peer.received_trailers == [], peer.received_trailers
         names = {name for name, _ in peer.received[-1]}
         assert b"x-smuggled" not in names
-    finally:
-        envoy.stop()
-        peer.stop()
 
 
 def test_a_reset_after_the_upstreams_headers() -> None:
@@ -242,9 +232,7 @@ def test_a_reset_after_the_upstreams_headers() -> None:
     headers back by then, and Envoy's router answers the client itself, past the module: HTTP
     503 with its own words (README: Wasm filter or dynamic module?)."""
     peer = HeadersThenReset(stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, name="envoy-reset-after-headers")
-    try:
-        envoy.start()
+    with in_front_of(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, "envoy-reset-after-headers") as envoy:
         mcp = Mcp(envoy.mcp_url)
         if envoy.build.name == "module":
             response = mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -255,6 +243,3 @@ def test_a_reset_after_the_upstreams_headers() -> None:
             text = text_of(mcp.call_tool("UserService_GetUser", {"user_id": 1}))
             assert text.startswith(f"{USERS}/GetUser failed with gRPC status UNAVAILABLE (14): "), text
         assert Mcp(envoy.mcp_url).request("ping")["result"] == {}
-    finally:
-        envoy.stop()
-        peer.stop()

@@ -26,13 +26,8 @@ def isolated():
     upstream = Upstream().start()
     plugin = demo_plugin()
     plugin["services"]["demo.users.v1.UserService"]["timeout_ms"] = 300
-    envoy = Envoy(upstream, plugin, name="envoy-faults")
-    try:
-        envoy.start()
+    with in_front_of(upstream, plugin, "envoy-faults") as envoy:
         yield envoy, upstream
-    finally:
-        envoy.stop()
-        upstream.stop()
 
 
 def test_upstream_down_is_unavailable_and_envoy_keeps_serving(isolated: tuple[Envoy, Upstream]) -> None:
@@ -86,9 +81,7 @@ def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
     filter's own deadline ends the call, and Envoy goes on serving."""
     hole = Blackhole(stands_in_for=DEMO_CLUSTERS)
     plugin = {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc", "timeout_ms": 400}}}
-    envoy = Envoy(hole, plugin, name="envoy-hung")
-    try:
-        envoy.start()
+    with in_front_of(hole, plugin, "envoy-hung") as envoy:
         mcp = Mcp(envoy.mcp_url)
         for _ in range(2):
             started = time.monotonic()
@@ -101,23 +94,16 @@ def test_a_hung_upstream_is_cut_off_at_the_tool_deadline() -> None:
             assert 0.35 < elapsed < 2.0, f"answered after {elapsed:.2f}s"
         assert mcp.request("ping")["result"] == {}
         assert envoy.filter_marks().get("wasm.switchblade.vm_reload", 0) == 0
-    finally:
-        envoy.stop()
-        hole.stop()
 
 
 def test_an_upstream_that_resets_mid_exchange_is_unavailable() -> None:
     slammer = Slammer(stands_in_for=DEMO_CLUSTERS)
-    envoy = Envoy(slammer, {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}, name="envoy-reset")
-    try:
-        envoy.start()
+    plugin = {"services": {"demo.users.v1.UserService": {"cluster": "demo_grpc"}}}
+    with in_front_of(slammer, plugin, "envoy-reset") as envoy:
         mcp = Mcp(envoy.mcp_url)
         text = mcp.call_tool("UserService_GetUser", {"user_id": 1})["content"][0]["text"]
         assert text.startswith("demo.users.v1.UserService/GetUser failed with gRPC status UNAVAILABLE (14): "), text
         assert mcp.request("ping")["result"] == {}
-    finally:
-        envoy.stop()
-        slammer.stop()
 
 
 USER_1 = b"\x08\x01"  # demo.users.v1.User{user_id: 1}
