@@ -73,21 +73,36 @@ pub fn parse_timestamp(text: &str) -> Result<(i64, i32), &'static str> {
 
 /// RFC 3339 in UTC, or `None` outside the years 0001 to 9999 (or with invalid nanoseconds).
 pub fn format_timestamp(seconds: i64, nanos: i32) -> Option<String> {
+    let mut text = String::with_capacity(30);
+    write_timestamp(&mut text, seconds, nanos).then_some(text)
+}
+
+/// Writes the timestamp as [`format_timestamp`] does, digit by digit (answers carry many, and
+/// the formatting machinery costs more than the date arithmetic); `false`, with nothing
+/// written, where that gives `None`.
+pub fn write_timestamp(out: &mut String, seconds: i64, nanos: i32) -> bool {
     if !(MIN_SECONDS..=MAX_SECONDS).contains(&seconds) || !(0..NANOS as i32).contains(&nanos) {
-        return None;
+        return false;
     }
     let days = seconds.div_euclid(86_400);
     let of_day = seconds.rem_euclid(86_400);
     let (year, month, day) = civil_from_days(days);
-    let mut text = format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}",
-        of_day / 3_600,
-        of_day % 3_600 / 60,
-        of_day % 60
-    );
-    push_fraction(&mut text, nanos.unsigned_abs());
-    text.push('Z');
-    Some(text)
+    // Within the range above every part is non-negative and fits its digits.
+    let parts = [
+        (year, 4, '-'),
+        (month, 2, '-'),
+        (day, 2, 'T'),
+        (of_day / 3_600, 2, ':'),
+        (of_day % 3_600 / 60, 2, ':'),
+    ];
+    for (part, width, separator) in parts {
+        push_digits(out, part.unsigned_abs(), width);
+        out.push(separator);
+    }
+    push_digits(out, (of_day % 60).unsigned_abs(), 2);
+    push_fraction(out, nanos.unsigned_abs());
+    out.push('Z');
+    true
 }
 
 /// Seconds and nanoseconds (with the same sign), or why the text is not a valid duration.
@@ -121,38 +136,51 @@ pub fn parse_duration(text: &str) -> Result<(i64, i32), &'static str> {
 
 /// `1.500s`, `-2s`, or `None` out of range or with signs that disagree.
 pub fn format_duration(seconds: i64, nanos: i32) -> Option<String> {
+    let mut text = String::with_capacity(24);
+    write_duration(&mut text, seconds, nanos).then_some(text)
+}
+
+/// Writes the duration as [`format_duration`] does; `false`, with nothing written, where that
+/// gives `None`.
+pub fn write_duration(out: &mut String, seconds: i64, nanos: i32) -> bool {
     if seconds.unsigned_abs() > MAX_DURATION_SECONDS
         || nanos.unsigned_abs() >= NANOS as u32
         || (seconds > 0 && nanos < 0)
         || (seconds < 0 && nanos > 0)
     {
-        return None;
+        return false;
     }
-    let mut text = String::new();
     if seconds < 0 || nanos < 0 {
-        text.push('-');
+        out.push('-');
     }
-    text.push_str(&seconds.unsigned_abs().to_string());
-    push_fraction(&mut text, nanos.unsigned_abs());
-    text.push('s');
-    Some(text)
+    out.push_str(itoa::Buffer::new().format(seconds.unsigned_abs()));
+    push_fraction(out, nanos.unsigned_abs());
+    out.push('s');
+    true
 }
 
 /// `.fff`, `.ffffff` or `.fffffffff`, whichever is shortest and exact; nothing for zero.
-fn push_fraction(text: &mut String, nanos: u32) {
+fn push_fraction(out: &mut String, nanos: u32) {
     if nanos == 0 {
         return;
     }
-    let digits = format!("{nanos:09}");
-    let keep = if nanos.is_multiple_of(1_000_000) {
-        3
+    let (value, width) = if nanos.is_multiple_of(1_000_000) {
+        (nanos / 1_000_000, 3)
     } else if nanos.is_multiple_of(1_000) {
-        6
+        (nanos / 1_000, 6)
     } else {
-        9
+        (nanos, 9)
     };
-    text.push('.');
-    text.push_str(&digits[..keep]);
+    out.push('.');
+    push_digits(out, u64::from(value), width);
+}
+
+/// The last `width` decimal digits of `value`, with leading zeros.
+fn push_digits(out: &mut String, value: u64, width: u32) {
+    for place in (0..width).rev() {
+        let digit = value / 10u64.pow(place) % 10;
+        out.push(char::from(b'0' + digit as u8));
+    }
 }
 
 fn is_leap(year: i64) -> bool {

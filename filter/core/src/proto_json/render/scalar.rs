@@ -3,7 +3,6 @@
 
 use base64::Engine;
 use prost_reflect::{FieldDescriptor, Kind, Value as ProtoValue};
-use serde::Serializer as _;
 
 use super::{wrong_wire_type, Why};
 use crate::proto_json::wire::{unzigzag32, unzigzag64, WireValue};
@@ -16,11 +15,11 @@ pub(super) fn write_scalar(
     value: WireValue<'_>,
 ) -> Result<(), Why> {
     match (kind, value) {
-        (Kind::Int32, WireValue::Varint(v)) => push_display(out, v as i32),
-        (Kind::Sint32, WireValue::Varint(v)) => push_display(out, unzigzag32(v)),
-        (Kind::Uint32, WireValue::Varint(v)) => push_display(out, v as u32),
-        (Kind::Sfixed32, WireValue::Fixed32(v)) => push_display(out, v as i32),
-        (Kind::Fixed32, WireValue::Fixed32(v)) => push_display(out, v),
+        (Kind::Int32, WireValue::Varint(v)) => push_integer(out, v as i32),
+        (Kind::Sint32, WireValue::Varint(v)) => push_integer(out, unzigzag32(v)),
+        (Kind::Uint32, WireValue::Varint(v)) => push_integer(out, v as u32),
+        (Kind::Sfixed32, WireValue::Fixed32(v)) => push_integer(out, v as i32),
+        (Kind::Fixed32, WireValue::Fixed32(v)) => push_integer(out, v),
         (Kind::Int64, WireValue::Varint(v)) => push_quoted(out, v as i64),
         (Kind::Sint64, WireValue::Varint(v)) => push_quoted(out, unzigzag64(v)),
         (Kind::Uint64, WireValue::Varint(v)) => push_quoted(out, v),
@@ -44,7 +43,7 @@ pub(super) fn write_scalar(
                 _ if descriptor.full_name() == "google.protobuf.NullValue" => out.push_str("null"),
                 Some(value) => write_string(out, value.name()),
                 // A value the upstream knows and this descriptor does not.
-                None => push_display(out, number),
+                None => push_integer(out, number),
             }
         }
         _ => return Err(wrong_wire_type(field)),
@@ -58,11 +57,11 @@ pub(super) fn write_default(out: &mut String, field: &FieldDescriptor) {
         (Kind::Enum(descriptor), ProtoValue::EnumNumber(number)) => match descriptor.get_value(number) {
             _ if descriptor.full_name() == "google.protobuf.NullValue" => out.push_str("null"),
             Some(value) => write_string(out, value.name()),
-            None => push_display(out, number),
+            None => push_integer(out, number),
         },
         (_, ProtoValue::Bool(flag)) => out.push_str(if flag { "true" } else { "false" }),
-        (_, ProtoValue::I32(number)) => push_display(out, number),
-        (_, ProtoValue::U32(number)) => push_display(out, number),
+        (_, ProtoValue::I32(number)) => push_integer(out, number),
+        (_, ProtoValue::U32(number)) => push_integer(out, number),
         (_, ProtoValue::I64(number)) => push_quoted(out, number),
         (_, ProtoValue::U64(number)) => push_quoted(out, number),
         (_, ProtoValue::F32(number)) => write_float(out, f64::from(number), true),
@@ -84,16 +83,11 @@ pub(super) fn write_float(out: &mut String, number: f64, single: bool) {
         out.push_str("\"NaN\"");
     } else if number.is_infinite() {
         out.push_str(if number > 0.0 { "\"Infinity\"" } else { "\"-Infinity\"" });
+    } else if single {
+        // As serde_json writes a finite number, with the same crate.
+        out.push_str(zmij::Buffer::new().format_finite(number as f32));
     } else {
-        // Serializing a finite number to a String cannot fail.
-        let mut bytes = Vec::with_capacity(24);
-        let mut serializer = serde_json::Serializer::new(&mut bytes);
-        let _ = if single {
-            serializer.serialize_f32(number as f32)
-        } else {
-            serializer.serialize_f64(number)
-        };
-        out.push_str(std::str::from_utf8(&bytes).unwrap_or("0"));
+        out.push_str(zmij::Buffer::new().format_finite(number));
     }
 }
 
@@ -103,24 +97,19 @@ pub(crate) fn write_string(out: &mut String, text: &str) {
     out.reserve(text.len() + 2);
     out.push('"');
     let mut start = 0;
-    for (index, byte) in text.bytes().enumerate() {
-        let escape = match byte {
-            b'"' => "\\\"",
-            b'\\' => "\\\\",
-            b'\n' => "\\n",
-            b'\r' => "\\r",
-            b'\t' => "\\t",
-            0x08 => "\\b",
-            0x0c => "\\f",
-            0x00..=0x1f => "",
-            _ => continue,
-        };
+    for (index, &byte) in text.as_bytes().iter().enumerate() {
+        let escape = ESCAPES[usize::from(byte)];
+        if escape == 0 {
+            continue;
+        }
+        // Every escaped byte is ASCII, so both ends are character boundaries.
         out.push_str(&text[start..index]);
-        if escape.is_empty() {
-            use std::fmt::Write;
-            let _ = write!(out, "\\u{byte:04x}");
-        } else {
-            out.push_str(escape);
+        out.push('\\');
+        out.push(char::from(escape));
+        if escape == b'u' {
+            out.push_str("00");
+            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+            out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
         }
         start = index + 1;
     }
@@ -128,13 +117,35 @@ pub(crate) fn write_string(out: &mut String, text: &str) {
     out.push('"');
 }
 
-fn push_display(out: &mut String, value: impl std::fmt::Display) {
-    use std::fmt::Write;
-    let _ = write!(out, "{value}");
+/// For each byte, what follows the backslash of its escape in a JSON string (`u` for
+/// `\u00XX`), or 0 where it stands as it is: one lookup per byte of every string an answer
+/// holds, and of the text copy of each structured result.
+static ESCAPES: [u8; 256] = {
+    let mut escapes = [0; 256];
+    let mut control = 0;
+    while control < 0x20 {
+        escapes[control] = b'u';
+        control += 1;
+    }
+    escapes[0x08] = b'b';
+    escapes[0x0c] = b'f';
+    escapes[b'\n' as usize] = b'n';
+    escapes[b'\r' as usize] = b'r';
+    escapes[b'\t' as usize] = b't';
+    escapes[b'"' as usize] = b'"';
+    escapes[b'\\' as usize] = b'\\';
+    escapes
+};
+
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
+fn push_integer(out: &mut String, value: impl itoa::Integer) {
+    out.push_str(itoa::Buffer::new().format(value));
 }
 
 /// A 64-bit integer, as proto3 JSON writes it: a decimal string.
-fn push_quoted(out: &mut String, value: impl std::fmt::Display) {
-    use std::fmt::Write;
-    let _ = write!(out, "\"{value}\"");
+fn push_quoted(out: &mut String, value: impl itoa::Integer) {
+    out.push('"');
+    push_integer(out, value);
+    out.push('"');
 }

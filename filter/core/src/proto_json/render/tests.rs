@@ -1,3 +1,4 @@
+use super::scalar::write_float;
 use super::*;
 use crate::descriptors::embedded_pool;
 use serde_json::{json, Value};
@@ -116,5 +117,30 @@ fn strings_are_escaped_as_serde_json_escapes_them() {
         let mut out = String::new();
         write_string(&mut out, text);
         assert_eq!(out, serde_json::to_string(text).unwrap());
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn any_string_is_escaped_as_serde_json_escapes_it(text in "(\\PC|[\\x00-\\x7f])*") {
+        let mut out = String::from("before");
+        write_string(&mut out, &text);
+        proptest::prop_assert_eq!(out, format!("before{}", serde_json::to_string(&text).unwrap()));
+    }
+
+    #[test]
+    fn any_float_is_written_as_serde_json_writes_it(bits in proptest::num::u64::ANY, single_bits in proptest::num::u32::ANY) {
+        for (number, single) in [(f64::from_bits(bits), false), (f64::from(f32::from_bits(single_bits)), true)] {
+            let mut out = String::new();
+            write_float(&mut out, number, single);
+            let expected = match (number.is_finite(), single) {
+                (true, false) => serde_json::to_string(&number).unwrap(),
+                (true, true) => serde_json::to_string(&(number as f32)).unwrap(),
+                (false, _) if number.is_nan() => "\"NaN\"".to_owned(),
+                (false, _) if number > 0.0 => "\"Infinity\"".to_owned(),
+                (false, _) => "\"-Infinity\"".to_owned(),
+            };
+            proptest::prop_assert_eq!(out, expected);
+        }
     }
 }

@@ -7,7 +7,7 @@ use prost_reflect::MessageDescriptor;
 
 use super::scalar::{write_default, write_float, write_scalar, write_string};
 use super::{index, write_message, Level, Occurrence, Why, MAX_DEPTH};
-use crate::proto_json::time::{format_duration, format_timestamp};
+use crate::proto_json::time::{write_duration, write_timestamp};
 use crate::proto_json::wire::{Reader, WireValue};
 use crate::proto_json::WellKnown;
 
@@ -37,12 +37,16 @@ pub(super) fn write_well_known(
     match well_known {
         WellKnown::Timestamp | WellKnown::Duration => {
             let (seconds, nanos) = (varint(1)? as i64, varint(2)? as i32);
-            let text = match well_known {
-                WellKnown::Timestamp => format_timestamp(seconds, nanos),
-                _ => format_duration(seconds, nanos),
+            // Neither form has a character JSON escapes.
+            out.push('"');
+            let written = match well_known {
+                WellKnown::Timestamp => write_timestamp(out, seconds, nanos),
+                _ => write_duration(out, seconds, nanos),
             };
-            let text = text.ok_or_else(|| format!("{} is out of range", message.full_name()))?;
-            write_string(out, &text);
+            if !written {
+                return Err(format!("{} is out of range", message.full_name()).into());
+            }
+            out.push('"');
         }
         WellKnown::FieldMask => {
             let mut paths = Vec::new();
