@@ -15,7 +15,7 @@ mod scalar;
 mod well_known;
 
 use super::wire::{Reader, WireValue};
-use super::Form;
+use super::WellKnown;
 pub(crate) use scalar::write_string;
 use scalar::{write_default, write_scalar};
 use well_known::write_well_known;
@@ -125,7 +125,7 @@ pub(super) fn write_message(
         return Err(format!("messages are nested more than {MAX_DEPTH} deep").into());
     }
     level.check(out)?;
-    if let Form::WellKnown(well_known) = Form::of(&Kind::Message(message.clone())) {
+    if let Some(well_known) = WellKnown::of(message) {
         return write_well_known(out, &well_known, message, bytes, level);
     }
     let mut fields = index(bytes)?;
@@ -139,8 +139,13 @@ pub(super) fn write_message(
         let end = fields.partition_point(|occurrence| occurrence.number <= field.number());
         let occurrences = &fields[start..end];
         let present = !occurrences.is_empty();
-        let in_oneof = field.containing_oneof().filter(|oneof| !oneof.is_synthetic());
-        let lost = in_oneof.is_some_and(|oneof| !winners.contains(&(oneof, field.number())));
+        // Without winners no member of a oneof is present, and none can have lost.
+        let lost = present
+            && !winners.is_empty()
+            && field
+                .containing_oneof()
+                .filter(|oneof| !oneof.is_synthetic())
+                .is_some_and(|oneof| !winners.contains(&(oneof, field.number())));
         if field.supports_presence() && !field.is_list() && !field.is_map() && (!present || lost) {
             continue;
         }
