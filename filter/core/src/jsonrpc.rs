@@ -119,32 +119,36 @@ fn parse_error(error: &serde_json::Error) -> RpcError {
 
 /// Classifies one message of a body.
 pub fn classify(message: Value) -> Result<Incoming, RpcError> {
-    let Value::Object(mut object) = message else {
+    let Value::Object(object) = message else {
         return Err(RpcError::new(
             &Value::Null,
             INVALID_REQUEST,
             "Invalid Request: expected a JSON-RPC object",
         ));
     };
-    let id = object.remove("id");
+    // The members are taken in one pass over the object, without a lookup each.
+    let (mut id, mut jsonrpc, mut method, mut params, mut answers) = (None, None, None, None, false);
+    for (key, value) in object {
+        match key.as_str() {
+            "id" => id = Some(value),
+            "jsonrpc" => jsonrpc = Some(value),
+            "method" => method = Some(value),
+            "params" => params = Some(value),
+            "result" | "error" => answers = true,
+            _ => {}
+        }
+    }
     let reply_id = reply_id(id.as_ref());
-    if object.get("jsonrpc") != Some(&json!("2.0")) {
+    if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::new(
             &reply_id,
             INVALID_REQUEST,
             "Invalid Request: `jsonrpc` must be \"2.0\"",
         ));
     }
-    match (object.remove("method"), id) {
-        (Some(Value::String(method)), None) => Ok(Incoming::Notification {
-            method,
-            params: object.remove("params"),
-        }),
-        (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Incoming::Request {
-            id,
-            method,
-            params: object.remove("params"),
-        }),
+    match (method, id) {
+        (Some(Value::String(method)), None) => Ok(Incoming::Notification { method, params }),
+        (Some(Value::String(method)), Some(id)) if is_valid_id(&id) => Ok(Incoming::Request { id, method, params }),
         (Some(Value::String(_)), Some(_)) => Err(RpcError::new(
             &Value::Null,
             INVALID_REQUEST,
@@ -155,7 +159,7 @@ pub fn classify(message: Value) -> Result<Incoming, RpcError> {
             INVALID_REQUEST,
             "Invalid Request: `method` must be a string",
         )),
-        (None, Some(_)) if object.contains_key("result") || object.contains_key("error") => Ok(Incoming::Response),
+        (None, Some(_)) if answers => Ok(Incoming::Response),
         (None, _) => Err(RpcError::new(
             &reply_id,
             INVALID_REQUEST,
@@ -238,6 +242,21 @@ mod tests {
         assert_eq!(
             parse(br#"{"jsonrpc":"2.0","id":3,"error":{"code":1,"message":"x"}}"#).unwrap(),
             Incoming::Response
+        );
+        // Members in any order, and others beside them.
+        assert_eq!(
+            parse(br#"{"params":{"a":1},"extra":0,"method":"x","id":"q","jsonrpc":"2.0"}"#).unwrap(),
+            Incoming::Request {
+                id: json!("q"),
+                method: "x".into(),
+                params: Some(json!({"a": 1}))
+            }
+        );
+        // An answer has an id.
+        let anonymous = parse(br#"{"jsonrpc":"2.0","result":{}}"#).unwrap_err();
+        assert_eq!(
+            (anonymous.code, anonymous.message.as_str()),
+            (INVALID_REQUEST, "Invalid Request: `method` is missing")
         );
     }
 

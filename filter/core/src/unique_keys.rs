@@ -5,6 +5,7 @@
 use std::fmt;
 
 use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
+use serde_json::map::Entry;
 use serde_json::{Map, Number, Value};
 
 /// A key given twice: where (the object's JSON path, `.` for the top) and which.
@@ -138,13 +139,17 @@ impl<'de> Visitor<'de> for UniqueKeys {
         let inner = self.inner()?;
         let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
-            if object.contains_key(&key) {
-                return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{key}")));
-            }
+            // One lookup per key: the entry that finds a key new is where its value goes.
+            let place = match object.entry(key) {
+                Entry::Vacant(place) => place,
+                Entry::Occupied(given) => {
+                    return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{}", given.key())));
+                }
+            };
             let value = map.next_value_seed(UniqueKeys {
                 depth_left: inner.depth_left,
             })?;
-            object.insert(key, value);
+            place.insert(value);
         }
         Ok(Value::Object(object))
     }
