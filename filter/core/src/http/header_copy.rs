@@ -90,6 +90,14 @@ impl HeaderCopy {
         })
     }
 
+    /// Whether the map holds `name` once, with `value`: a host that wants that header need
+    /// not write it (each write is a call into the host that copies the name and the value;
+    /// a name given twice is written, which leaves it once).
+    pub fn holds_once(&self, name: &str, value: &[u8]) -> bool {
+        let mut given = self.iter().filter(|&(given, _)| given == name);
+        matches!((given.next(), given.next()), (Some((_, given)), None) if given == value)
+    }
+
     /// The headers in order, as the pairs the core reads.
     pub fn pairs(&self) -> Vec<HeaderPair<'_>> {
         self.iter().collect()
@@ -127,6 +135,10 @@ mod tests {
         assert_eq!(copy.pairs(), expected);
         assert_eq!(copy.len(), 4);
         assert_eq!(copy.distinct_names().collect::<Vec<_>>(), [":status", "x-a", ""]);
+        assert!(copy.holds_once(":status", b"200"));
+        assert!(!copy.holds_once(":status", b"204"));
+        assert!(!copy.holds_once("x-a", b""), "given twice");
+        assert!(!copy.holds_once("x-b", b""), "not given");
         assert!(HeaderCopy::default().is_empty());
         assert_eq!(HeaderCopy::default().pairs(), Vec::<(&str, &[u8])>::new());
         let held = [(":status".to_owned(), b"200".to_vec()), ("x-a".to_owned(), Vec::new())];

@@ -30,16 +30,10 @@ impl Exchange {
                 host.remove_header(HeaderMap::Request, name);
             }
         }
+        // What the call keeps as it came (the method, the scheme, the request id) is not
+        // written again.
         for (name, value) in &routed {
-            // What the call keeps as it came (the method, the scheme, the request id) is not
-            // written again: each write is a call into Envoy that copies the name and value. A
-            // header the client sent twice is written, which leaves it once.
-            let mut same_name = original.iter().filter(|&&(kept, _)| kept == *name);
-            let unchanged = matches!(
-                (same_name.next(), same_name.next()),
-                (Some(&(_, kept_value)), None) if kept_value == value.as_ref()
-            );
-            if !unchanged {
+            if !copy.holds_once(name, value) {
                 host.set_header(HeaderMap::Request, name, value);
             }
         }
@@ -124,28 +118,30 @@ impl Exchange {
             .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
         self.publish(host);
         let answer = reply.into_response();
-        // The answer's headers: the tool result's, nothing of the upstream's. One the answer
-        // sets (`content-type`, `content-length`) and the upstream sent once is not removed
-        // first: setting replaces it (a write less, each a call into Envoy).
-        let replaced = |name: &str| {
-            let sets =
-                matches!(name, ":status" | "content-length") || answer.headers.iter().any(|&(set, _)| set == name);
-            sets && upstream_headers.iter().filter(|&(sent, _)| sent == name).count() == 1
+        // The answer's headers: the tool result's, nothing of the upstream's. Each write or
+        // removal is a call into Envoy, so one the answer writes and the upstream sent once is
+        // not removed first (writing replaces it), nor written when the upstream sent it as the
+        // answer has it (`:status: 200`).
+        let status = answer.status.to_string();
+        let length = answer.body.len().to_string();
+        let written = || {
+            [(":status", status.as_str())]
+                .into_iter()
+                .chain(answer.headers.iter().map(|(name, value)| (*name, value.as_ref())))
+                .chain([("content-length", length.as_str())])
         };
         for name in upstream_headers.distinct_names() {
-            if !replaced(name) {
+            let replaced = written().any(|(set, _)| set == name)
+                && upstream_headers.iter().filter(|&(sent, _)| sent == name).count() == 1;
+            if !replaced {
                 host.remove_header(HeaderMap::Response, name);
             }
         }
-        host.set_header(HeaderMap::Response, ":status", answer.status.to_string().as_bytes());
-        for (name, value) in &answer.headers {
-            host.set_header(HeaderMap::Response, name, value.as_bytes());
+        for (name, value) in written() {
+            if !upstream_headers.holds_once(name, value.as_bytes()) {
+                host.set_header(HeaderMap::Response, name, value.as_bytes());
+            }
         }
-        host.set_header(
-            HeaderMap::Response,
-            "content-length",
-            answer.body.len().to_string().as_bytes(),
-        );
         self.answered.set(true);
         // The body goes in this hook's chunk; a hook without one (headers or trailers) gives it
         // to Envoy to send.

@@ -470,6 +470,22 @@ fn a_routed_call_rewrites_the_request_and_then_the_answer() {
 }
 
 #[test]
+fn the_answer_writes_its_status_over_envoys_own() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    // Envoy's router answers a call it could not make itself: 503, no gRPC status.
+    stream.set_map(
+        HeaderMap::Response,
+        &[(":status", b"503"), ("content-type", b"text/plain")],
+    );
+    assert_eq!(exchange.response_headers(&stream, true), Verdict::Continue);
+    assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
+    let answer: Value = serde_json::from_slice(&stream.body(Body::BufferedResponse)).unwrap();
+    assert_eq!(tool_result(&answer)["isError"], true);
+}
+
+#[test]
 fn the_answer_replaces_the_upstreams_headers_with_a_write_less_for_those_it_sets() {
     for (content_types, removed) in [(1, vec!["x-upstream"]), (2, vec!["x-upstream", "content-type"])] {
         let exchange = exchange(routed());
@@ -486,8 +502,12 @@ fn the_answer_replaces_the_upstreams_headers_with_a_write_less_for_those_it_sets
         assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
         stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
         stream.header_removes.borrow_mut().clear();
+        stream.header_writes.borrow_mut().clear();
         stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
         assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+        // `:status: 200` stays as the upstream sent it: not written again.
+        assert_eq!(*stream.header_writes.borrow(), ["content-type", "content-length"]);
+        assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
         let response = map_key(HeaderMap::Response);
         let removed_names = stream.header_removes.borrow();
         let removes: Vec<&str> = removed_names
