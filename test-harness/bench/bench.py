@@ -6,7 +6,7 @@ the measured run it reads Envoy's CPU time and RSS from /proc and the upstream's
 so every request counted is a call that reached the upstream. The whole set runs --runs times,
 round after round; figures and ratios are medians over the rounds, with their spread.
 
-Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghiklpqr]
+Usage: bench.py [--seconds S] [--warmup S] [--connections 1,16,64] [--systems abcdefghiklmnopqr]
                 [--runs N] [--no-pin] [--json PATH] [--smoke]
 """
 
@@ -123,7 +123,8 @@ def load(system: System, port: int, connections: int, seconds: int, cpus: str | 
     else:
         command = ["wrk", "-t", "1", "-c", str(connections), "-d", f"{seconds}s", "--timeout", "5s",
                    "-s", str(WRK_SCRIPT), f"http://127.0.0.1:{port}{system.path}"]
-        env = {**os.environ, "BENCH_BODY": system.body,
+        body = {"BENCH_BODY_HEX": system.body.hex()} if isinstance(system.body, bytes) else {"BENCH_BODY": system.body}
+        env = {**os.environ, **body,
                "BENCH_HEADERS": "\n".join(f"{name}: {value}" for name, value in system.headers.items())}
     output = subprocess.run(pinned(command, cpus), env=env, capture_output=True, text=True, check=True).stdout
     return json.loads(output.strip().splitlines()[-1])
@@ -264,6 +265,9 @@ def streams_table(runs: list[Run]) -> str:
 # Which systems the targets compare: Switchblade (e, and i in the stateless era, h as a dynamic
 # module) against the REST transcoder (c) and the native MCP chain (d).
 COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
+               # The module against a plain gRPC proxy (#27's target), and what of that is
+               # Envoy's own floor for HTTP/1.1 in and HTTP/2 out (n) and what is the module's.
+               ("h", "b"), ("n", "b"), ("n", "c"), ("h", "n"), ("m", "n"), ("o", "n"),
                # This checkout against the baseline's builds (`--baseline`).
                ("e", "E"), ("h", "H"),
                # A 100-message server stream: Switchblade (q as a module, r in Wasm) against the
@@ -350,8 +354,9 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=10, help="length of each measured run")
     parser.add_argument("--warmup", type=int, default=3, help="length of the warm-up run before each (0: none)")
     parser.add_argument("--connections", default="1,16,64", help="comma-separated concurrencies")
-    parser.add_argument("--systems", default="abcdefghiklpqr",
-                        help="which systems to run (letters; f and g are floors of Switchblade's cost; p, q "
+    parser.add_argument("--systems", default="abcdefghiklmnopqr",
+                        help="which systems to run (letters; f, g, m and o are floors of Switchblade's cost, n "
+                             "Envoy's own for the MCP systems' transport; p, q "
                              "and r read a 100-message server stream; k and l are e and h with rate limits "
                              "that never trigger)")
     parser.add_argument("--runs", type=int, default=3,

@@ -1,8 +1,14 @@
--- wrk script for the benchmark: sends the request given by the environment (BENCH_BODY, and
--- BENCH_HEADERS as "Name: value" lines) as a POST, and prints one JSON line when done.
+-- wrk script for the benchmark: sends the request given by the environment (BENCH_BODY or
+-- BENCH_BODY_HEX, and BENCH_HEADERS as "Name: value" lines) as a POST, and prints one JSON line
+-- when done.
 
 wrk.method = "POST"
 wrk.body = os.getenv("BENCH_BODY") or ""
+-- A binary body (a gRPC frame) comes as hex: the environment cannot hold a NUL byte.
+local hex = os.getenv("BENCH_BODY_HEX")
+if hex then
+  wrk.body = hex:gsub("%x%x", function(byte) return string.char(tonumber(byte, 16)) end)
+end
 for line in (os.getenv("BENCH_HEADERS") or ""):gmatch("[^\n]+") do
   local name, value = line:match("^([^:]+):%s*(.*)$")
   if name then

@@ -22,6 +22,8 @@ CLUSTER = "demo_grpc"
 # message, a repeated field, a map and a Timestamp.
 ITEM_ID = 1
 EXPECTED_NAME = "Switchblade multitool"
+# GetItemRequest{id: ITEM_ID} in one gRPC frame: uncompressed, 2 bytes (field 1, varint).
+GET_ITEM_FRAME = bytes([0, 0, 0, 0, 2, 0x08, ITEM_ID])
 MCP_VERSION = "2025-11-25"
 MCP_HEADERS = {
     "Content-Type": "application/json",
@@ -65,7 +67,8 @@ class System:
     # "grpc" systems are driven by grpc-bench; "http" systems by wrk with `path`, `body`, `headers`.
     client: str
     path: str = ""
-    body: str = ""
+    # The request body: text, or bytes (a gRPC frame) that wrk is given as hex.
+    body: str | bytes = ""
     headers: dict[str, str] = field(default_factory=dict)
     # The HTTP filters of the Envoy bootstrap, given the descriptor set (base64) and the .wasm
     # path; None for the system without Envoy.
@@ -283,6 +286,20 @@ SYSTEMS = [
            body=tools_call("KitchenSinkService_Ping", {}), headers=MCP_HEADERS,
            filters=lambda descriptors, wasm: [*switchblade(wasm), router()],
            check=empty_result, floor=True),
+    System("m", "floor: Switchblade as a dynamic module, tools/call of an Empty→Empty method", "http",
+           path="/mcp", body=tools_call("KitchenSinkService_Ping", {}), headers=MCP_HEADERS,
+           filters=lambda descriptors, wasm: [*switchblade_module(), router()],
+           check=empty_result, floor=True, module=True),
+    # Envoy's own floor for an MCP system's transport, with no filter at all: the gRPC call
+    # itself (GetItem of item 1, one frame) sent over HTTP/1.1 as the MCP clients send theirs,
+    # and routed to the same HTTP/2 upstream as (b); the answer comes back over HTTP/1.1 too.
+    System("n", "floor: Envoy routes the gRPC call sent over HTTP/1.1 (no filter)", "http", path=GRPC_PATH,
+           body=GET_ITEM_FRAME, headers={"Content-Type": "application/grpc", "TE": "trailers"},
+           filters=lambda descriptors, wasm: [router()], check=has_item, floor=True),
+    System("o", "floor: the dynamic module in the chain, passing (n)'s gRPC call through", "http",
+           path=GRPC_PATH, body=GET_ITEM_FRAME, headers={"Content-Type": "application/grpc", "TE": "trailers"},
+           filters=lambda descriptors, wasm: [*switchblade_module(), router()], check=has_item, floor=True,
+           module=True),
 ]
 
 

@@ -19,14 +19,17 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
     table = run.stdout
-    for key in [*"abcdefghiklpqr", "W1k", "M1k", "W3", "M3"]:
+    for key in [*"abcdefghiklmnopqr", "W1k", "M1k", "W3", "M3"]:
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
-    # The ratios of Switchblade to the REST transcoder and to the native MCP chain, per concurrency.
+    # The ratios of Switchblade to the REST transcoder, the native MCP chain and the plain gRPC
+    # proxy, and of the floors, per concurrency.
     ratios = re.findall(r"^\| \((\w)\)/\((\w)\) \| (\d+) \| (\d+\.\d\d) \| (\d+\.\d\d) \| (\d+\.\d\d) \|", table,
                         re.MULTILINE)
     assert [row[:3] for row in ratios] == [
         ("e", "c", "1"), ("e", "c", "4"), ("e", "d", "1"), ("e", "d", "4"), ("i", "d", "1"), ("i", "d", "4"),
         ("h", "c", "1"), ("h", "c", "4"), ("h", "d", "1"), ("h", "d", "4"),
+        ("h", "b", "1"), ("h", "b", "4"), ("n", "b", "1"), ("n", "b", "4"), ("n", "c", "1"), ("n", "c", "4"),
+        ("h", "n", "1"), ("h", "n", "4"), ("m", "n", "1"), ("m", "n", "4"), ("o", "n", "1"), ("o", "n", "4"),
         ("q", "p", "1"), ("q", "p", "4"), ("r", "p", "1"), ("r", "p", "4"),
         ("k", "e", "1"), ("k", "e", "4"), ("l", "h", "1"), ("l", "h", "4")], table
     # The streams per message: messages per second and Envoy CPU per 1000 messages.
