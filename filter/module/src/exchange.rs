@@ -15,7 +15,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::cancel::{CancelKey, CANCELLED_COMMENT};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{is_mcp_path, HttpResponse, McpHeaders};
+use switchblade_core::http::{is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::UpstreamCall;
@@ -183,9 +183,8 @@ impl Exchange {
         if matches!(*self.state.borrow(), State::Routed(_)) {
             // The gRPC call carries nothing of the client's but what the core chose: its
             // trailers would reach the upstream as metadata.
-            for name in host.headers(HeaderMap::RequestTrailers).distinct_names() {
-                host.remove_header(HeaderMap::RequestTrailers, name);
-            }
+            let trailers = host.headers(HeaderMap::RequestTrailers);
+            rewrite::<&[u8]>(host, HeaderMap::RequestTrailers, &trailers, &[]);
         }
         verdict
     }
@@ -434,6 +433,20 @@ impl Exchange {
 /// The callout's timeout, in milliseconds (never 0, which would mean none).
 fn timeout_ms(call: &UpstreamCall) -> u64 {
     u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
+}
+
+/// Makes `map`, of which `copy` is Envoy's copy, hold `wanted` and nothing else, with as few
+/// calls into Envoy as [`HeaderCopy::changes_to`] finds.
+fn rewrite<V: AsRef<[u8]>>(host: &impl StreamHost, map: HeaderMap, copy: &HeaderCopy, wanted: &[(&str, V)]) {
+    let changes = copy.changes_to(wanted);
+    for name in changes.removals {
+        host.remove_header(map, name);
+    }
+    for index in changes.writes {
+        if let Some((name, value)) = wanted.get(index) {
+            host.set_header(map, name, value.as_ref());
+        }
+    }
 }
 
 mod polls;

@@ -81,21 +81,42 @@ impl HeaderCopy {
         (0..self.len()).map(|index| self.header(index))
     }
 
-    /// Each name once, where it first comes: what a host removes a header by (a removal takes
-    /// every value of a name).
-    pub fn distinct_names(&self) -> impl Iterator<Item = &str> {
-        (0..self.len()).filter_map(|index| {
-            let (name, _) = self.header(index);
-            (!(0..index).any(|earlier| self.header(earlier).0 == name)).then_some(name)
-        })
-    }
-
-    /// Whether the map holds `name` once, with `value`: a host that wants that header need
-    /// not write it (each write is a call into the host that copies the name and the value;
-    /// a name given twice is written, which leaves it once).
-    pub fn holds_once(&self, name: &str, value: &[u8]) -> bool {
-        let mut given = self.iter().filter(|&(given, _)| given == name);
-        matches!((given.next(), given.next()), (Some((_, given)), None) if given == value)
+    /// What makes a host's map this copy was taken from hold `wanted` and nothing else, in the
+    /// fewest calls into the host: each name to remove (once: a removal takes every value of a
+    /// name), and which of `wanted` to write, by index (each write is a call that copies the
+    /// name and the value). A header the map holds once with the wanted value is not written;
+    /// one it holds more than once is removed, then written (a write replaces one value in
+    /// some Envoy versions, all of them in others). One pass over the map, each header
+    /// compared with each wanted one.
+    pub fn changes_to<'a, V: AsRef<[u8]>>(&'a self, wanted: &[(&'a str, V)]) -> HeaderChanges<'a> {
+        // Per wanted header: how often the map holds its name, and whether with its value.
+        let mut held = vec![(0_usize, false); wanted.len()];
+        let mut removals: Vec<&str> = Vec::new();
+        for (name, value) in self.iter() {
+            let mut is_wanted = false;
+            for ((wanted_name, wanted_value), (count, same)) in wanted.iter().zip(held.iter_mut()) {
+                if *wanted_name == name {
+                    is_wanted = true;
+                    *count += 1;
+                    *same = wanted_value.as_ref() == value;
+                }
+            }
+            if !is_wanted && !removals.contains(&name) {
+                removals.push(name);
+            }
+        }
+        for ((name, _), (count, _)) in wanted.iter().zip(&held) {
+            if *count > 1 && !removals.contains(name) {
+                removals.push(name);
+            }
+        }
+        let writes = held
+            .iter()
+            .enumerate()
+            .filter(|(_, held)| **held != (1, true))
+            .map(|(index, _)| index)
+            .collect();
+        HeaderChanges { removals, writes }
     }
 
     /// The headers in order, as the pairs the core reads.
@@ -110,6 +131,15 @@ impl HeaderCopy {
     pub fn is_empty(&self) -> bool {
         self.ends.is_empty()
     }
+}
+
+/// The calls that turn a host's header map into another: see [`HeaderCopy::changes_to`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeaderChanges<'m> {
+    /// The names to remove, each once, in the map's order.
+    pub removals: Vec<&'m str>,
+    /// The wanted headers to write, as indices into them, in their order.
+    pub writes: Vec<usize>,
 }
 
 impl<N: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(N, V)> for HeaderCopy {
@@ -134,11 +164,6 @@ mod tests {
         let expected: Vec<(&str, &[u8])> = vec![(":status", b"200"), ("x-a", b""), ("", b"v"), ("x-a", b"2")];
         assert_eq!(copy.pairs(), expected);
         assert_eq!(copy.len(), 4);
-        assert_eq!(copy.distinct_names().collect::<Vec<_>>(), [":status", "x-a", ""]);
-        assert!(copy.holds_once(":status", b"200"));
-        assert!(!copy.holds_once(":status", b"204"));
-        assert!(!copy.holds_once("x-a", b""), "given twice");
-        assert!(!copy.holds_once("x-b", b""), "not given");
         assert!(HeaderCopy::default().is_empty());
         assert_eq!(HeaderCopy::default().pairs(), Vec::<(&str, &[u8])>::new());
         let held = [(":status".to_owned(), b"200".to_vec()), ("x-a".to_owned(), Vec::new())];
@@ -147,6 +172,35 @@ mod tests {
         assert_eq!(sized.names.capacity(), ":status".len() + "x-a".len());
         assert_eq!(sized.values.capacity(), "200".len());
         assert_eq!(sized.ends.capacity(), 2);
+    }
+
+    #[test]
+    fn the_changes_remove_each_unwanted_name_once_and_write_only_what_the_map_lacks() {
+        let copy: HeaderCopy = [
+            (":status", "200"),
+            ("x-a", "1"),
+            ("x-gone", ""),
+            ("x-a", "2"),
+            ("x-gone", "v"),
+        ]
+        .into_iter()
+        .collect();
+        let wanted = [
+            (":status", "200"), // held once with this value: not written
+            ("x-a", "1"),       // held twice: removed, then written
+            ("x-new", ""),      // not held
+            ("content-type", "application/json"),
+        ];
+        let changes = copy.changes_to(&wanted);
+        assert_eq!(changes.removals, ["x-gone", "x-a"]);
+        assert_eq!(changes.writes, [1, 2, 3]);
+        let other_status = copy.changes_to(&[(":status", "204")]);
+        assert_eq!(other_status.removals, ["x-a", "x-gone"]);
+        assert_eq!(other_status.writes, [0]);
+        // Nothing wanted: every name goes, each once.
+        let none: [(&str, &[u8]); 0] = [];
+        assert_eq!(copy.changes_to(&none).removals, [":status", "x-a", "x-gone"]);
+        assert!(HeaderCopy::default().changes_to(&none).removals.is_empty());
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod headers;
 mod response;
 
 pub use admission::{admit, CallerPolicy, Refusal};
-pub use header_copy::HeaderCopy;
+pub use header_copy::{HeaderChanges, HeaderCopy};
 pub use headers::McpHeaders;
 pub use response::HttpResponse;
 

@@ -8,7 +8,7 @@ use switchblade_core::grpc::call_end::{CallEnd, CallPart};
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
-use super::{Exchange, State, Verdict, DEADLINE_PASSED, ROUTED};
+use super::{rewrite, Exchange, State, Verdict, DEADLINE_PASSED, ROUTED};
 use crate::clock::now;
 use crate::host::{Body, HeaderMap, StreamHost};
 
@@ -25,18 +25,9 @@ impl Exchange {
         let copy = host.headers(HeaderMap::Request);
         let original = copy.pairs();
         let routed = call.routed_headers(cluster_header, &original);
-        for name in copy.distinct_names() {
-            if !routed.iter().any(|&(kept, _)| kept == name) {
-                host.remove_header(HeaderMap::Request, name);
-            }
-        }
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
-        for (name, value) in &routed {
-            if !copy.holds_once(name, value) {
-                host.set_header(HeaderMap::Request, name, value);
-            }
-        }
+        rewrite(host, HeaderMap::Request, &copy, &routed);
         let body = call.http_body();
         // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
         if host.body_size(Body::BufferedRequest) > 0 {
@@ -98,9 +89,7 @@ impl Exchange {
                 return Verdict::Continue;
             };
             let trailers = host.headers(HeaderMap::ResponseTrailers);
-            for name in trailers.distinct_names() {
-                host.remove_header(HeaderMap::ResponseTrailers, name);
-            }
+            rewrite::<&[u8]>(host, HeaderMap::ResponseTrailers, &trailers, &[]);
             self.server().heard(reply, ROUTED, CallPart::Trailers(trailers));
         }
         self.finish_routed(host)
@@ -118,30 +107,16 @@ impl Exchange {
             .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
         self.publish(host);
         let answer = reply.into_response();
-        // The answer's headers: the tool result's, nothing of the upstream's. Each write or
-        // removal is a call into Envoy, so one the answer writes and the upstream sent once is
-        // not removed first (writing replaces it), nor written when the upstream sent it as the
-        // answer has it (`:status: 200`).
+        // The answer's headers: the tool result's, nothing of the upstream's (`:status: 200`
+        // as gRPC sent it stays).
         let status = answer.status.to_string();
         let length = answer.body.len().to_string();
-        let written = || {
-            [(":status", status.as_str())]
-                .into_iter()
-                .chain(answer.headers.iter().map(|(name, value)| (*name, value.as_ref())))
-                .chain([("content-length", length.as_str())])
-        };
-        for name in upstream_headers.distinct_names() {
-            let replaced = written().any(|(set, _)| set == name)
-                && upstream_headers.iter().filter(|&(sent, _)| sent == name).count() == 1;
-            if !replaced {
-                host.remove_header(HeaderMap::Response, name);
-            }
-        }
-        for (name, value) in written() {
-            if !upstream_headers.holds_once(name, value.as_bytes()) {
-                host.set_header(HeaderMap::Response, name, value.as_bytes());
-            }
-        }
+        let wanted: Vec<(&str, &str)> = [(":status", status.as_str())]
+            .into_iter()
+            .chain(answer.headers.iter().map(|(name, value)| (*name, value.as_ref())))
+            .chain([("content-length", length.as_str())])
+            .collect();
+        rewrite(host, HeaderMap::Response, &upstream_headers, &wanted);
         self.answered.set(true);
         // The body goes in this hook's chunk; a hook without one (headers or trailers) gives it
         // to Envoy to send.
