@@ -56,6 +56,8 @@ fn call(id: u32, tool: &str) -> String {
 struct Host {
     counters: Counters,
     started: RefCell<Vec<(u64, String, Vec<u8>)>>,
+    /// Each started call's timeout and its `grpc-timeout` header.
+    deadlines: RefCell<Vec<(Duration, String)>>,
 }
 
 impl Host {
@@ -63,6 +65,7 @@ impl Host {
         Host {
             counters: Arc::new(MemoryCounters::default()),
             started: RefCell::default(),
+            deadlines: RefCell::default(),
         }
     }
 
@@ -88,6 +91,12 @@ impl Host {
             let mut started = self.started.borrow_mut();
             let token = started.len() as u64 + 1;
             started.push((token, call.cluster().to_owned(), call.http_body().to_vec()));
+            let grpc_timeout = call
+                .http_headers()
+                .into_iter()
+                .find(|(name, _)| *name == "grpc-timeout");
+            let grpc_timeout = grpc_timeout.map(|(_, value)| value.to_owned()).unwrap_or_default();
+            self.deadlines.borrow_mut().push((call.timeout(), grpc_timeout));
             Ok(token)
         };
         server.start_calls(reply, start, now, observed)
@@ -395,6 +404,12 @@ fn the_rate_limit_service_is_asked_first_as_one_more_call() {
     );
     assert!(!host.start(&server, &mut reply, Duration::ZERO, &mut observed));
     assert_eq!(host.started(), [(1, "ratelimit".to_owned())]);
+    // The service is told it has a little longer than the host waits: an answer it gives at its
+    // own deadline must not beat the host's timer.
+    assert_eq!(
+        host.deadlines.borrow()[0],
+        (Duration::from_millis(50), "300m".to_owned())
+    );
     let sent = host.started.borrow()[0].2.clone();
     let request = RateLimitRequest::decode(&sent[5..]).unwrap();
     assert_eq!(request.domain, "switchblade");

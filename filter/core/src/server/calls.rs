@@ -25,6 +25,12 @@ use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT,
 use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
 use crate::upstream::{RateLimitCheck, Redirect, UpstreamCall};
 
+/// How much longer than the host waits for a rate limit service's answer the service is told it
+/// has (`grpc-timeout`). A service that gives up at its deadline answers then (tonic's servers
+/// answer CANCELLED): at the same deadline, that answer would race the host's own timer and, read
+/// first, name that status instead of the timeout.
+const CHECK_DEADLINE_GRACE: Duration = Duration::from_millis(250);
+
 impl Server {
     /// Starts the calls the reply may have out now (at most `limits.max_calls_in_flight`; the
     /// others wait until some end) with `start`, the host's way to start one: its token for the
@@ -127,7 +133,7 @@ impl Server {
                         method: SHOULD_RATE_LIMIT,
                         path: SHOULD_RATE_LIMIT_PATH,
                         timeout,
-                        grpc_timeout: grpc_timeout(timeout),
+                        grpc_timeout: grpc_timeout(timeout + CHECK_DEADLINE_GRACE),
                     },
                     frame,
                 }));
