@@ -1,5 +1,6 @@
 //! What tests can see and steer in the upstream: per-method call counts, the gRPC metadata
-//! of each method's last call, an artificial delay before every answer (for deadlines), the
+//! of each method's last call (the values of a key sent more than once joined by ", ", as
+//! HTTP combines them), an artificial delay before every answer (for deadlines), the
 //! most calls that were in that delay at once (for bounds on calls in flight), how
 //! server-streaming answers behave, and how many streams were opened and cancelled.
 
@@ -173,11 +174,21 @@ impl Control {
 }
 
 fn text_entries(metadata: &MetadataMap) -> BTreeMap<String, String> {
-    metadata
-        .iter()
-        .filter_map(|entry| match entry {
-            KeyAndValueRef::Ascii(key, value) => Some((key.to_string(), value.to_str().ok()?.to_owned())),
-            KeyAndValueRef::Binary(..) => None,
-        })
-        .collect()
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    for entry in metadata.iter() {
+        let KeyAndValueRef::Ascii(key, value) = entry else {
+            continue;
+        };
+        let Ok(value) = value.to_str() else {
+            continue;
+        };
+        entries
+            .entry(key.to_string())
+            .and_modify(|values| {
+                values.push_str(", ");
+                values.push_str(value);
+            })
+            .or_insert_with(|| value.to_owned());
+    }
+    entries
 }

@@ -102,6 +102,22 @@ def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Up
     assert "cookie" not in seen and "x-api-key" not in seen
 
 
+def test_a_header_on_the_allowlist_sent_twice_reaches_the_upstream_with_both_values(swap, upstream: Upstream) -> None:
+    # The module once kept only one value: the core forwarded the first, and a write of the
+    # routed call's headers replaces every value of a name.
+    mcp = swap({"services": {USERS: {"cluster": "demo_grpc", "metadata": {"x-tenant": "acme"}}},
+                "forward_headers": ["x-team", "x-tenant"]})
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}})
+    headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream"),
+               ("x-team", "red"), ("x-tenant", "evil"), ("x-team", "blue")]
+    response = mcp.http.post(mcp.url, content=body, headers=headers)
+    assert response.json()["result"]["isError"] is False, response.text
+    seen = upstream.metadata(f"/{USERS}/GetUser")
+    assert seen["x-team"] == "red, blue", "both values, in order (the upstream joins repeats)"
+    assert seen["x-tenant"] == "acme", "static metadata wins over a client's header"
+
+
 def test_nothing_is_forwarded_unless_listed(live: Envoy, upstream: Upstream) -> None:
     mcp = Mcp(live.mcp_url)
     # The demo forwards authorization and x-request-id (and the trace context, by default):

@@ -447,6 +447,11 @@ fn rewrite<V: AsRef<[u8]>>(host: &impl StreamHost, map: HeaderMap, copy: &Header
             host.set_header(map, name, value.as_ref());
         }
     }
+    for index in changes.appends {
+        if let Some((name, value)) = wanted.get(index) {
+            host.add_header(map, name, value.as_ref());
+        }
+    }
 }
 
 mod polls;

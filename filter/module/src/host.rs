@@ -37,6 +37,8 @@ pub trait StreamHost {
     fn headers(&self, map: HeaderMap) -> HeaderCopy;
     /// Sets a header to one value, in place of all it had.
     fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
+    /// Adds a value to a header, keeping those it has.
+    fn add_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
     /// Removes every value of a header.
     fn remove_header(&self, map: HeaderMap, name: &str);
     /// The bytes of a body.

@@ -83,11 +83,14 @@ impl HeaderCopy {
 
     /// What makes a host's map this copy was taken from hold `wanted` and nothing else, in the
     /// fewest calls into the host: each name to remove (once: a removal takes every value of a
-    /// name), and which of `wanted` to write, by index (each write is a call that copies the
-    /// name and the value). A header the map holds once with the wanted value is not written;
-    /// one it holds more than once is removed, then written (a write replaces one value in
-    /// some Envoy versions, all of them in others). One pass over the map, each header
-    /// compared with each wanted one.
+    /// name), which of `wanted` to write, by index (each write is a call that copies the name
+    /// and the value, and leaves the name with that one value), and which to append (a name
+    /// wanted with more than one value, such as a forwarded header the client sent twice: a
+    /// write would keep only the last). A header the map holds once with the wanted value is
+    /// not written; one it holds more than once is removed, then written (a write replaces
+    /// one value in some Envoy versions, all of them in others); a name wanted more than once
+    /// is removed if held, then each value appended in order. One pass over the map, each
+    /// header compared with each wanted one.
     pub fn changes_to<'a, V: AsRef<[u8]>>(&'a self, wanted: &[(&'a str, V)]) -> HeaderChanges<'a> {
         // Per wanted header: how often the map holds its name, and whether with its value.
         let mut held = vec![(0_usize, false); wanted.len()];
@@ -105,18 +108,25 @@ impl HeaderCopy {
                 removals.push(name);
             }
         }
-        for ((name, _), (count, _)) in wanted.iter().zip(&held) {
-            if *count > 1 && !removals.contains(name) {
+        let mut writes = Vec::new();
+        let mut appends = Vec::new();
+        for (index, ((name, _), held)) in wanted.iter().zip(&held).enumerate() {
+            let wanted_once = wanted.iter().filter(|(other, _)| other == name).count() == 1;
+            let (count, _) = *held;
+            if (count > 1 || (count == 1 && !wanted_once)) && !removals.contains(name) {
                 removals.push(name);
             }
+            if !wanted_once {
+                appends.push(index);
+            } else if *held != (1, true) {
+                writes.push(index);
+            }
         }
-        let writes = held
-            .iter()
-            .enumerate()
-            .filter(|(_, held)| **held != (1, true))
-            .map(|(index, _)| index)
-            .collect();
-        HeaderChanges { removals, writes }
+        HeaderChanges {
+            removals,
+            writes,
+            appends,
+        }
     }
 
     /// The headers in order, as the pairs the core reads.
@@ -140,6 +150,9 @@ pub struct HeaderChanges<'m> {
     pub removals: Vec<&'m str>,
     /// The wanted headers to write, as indices into them, in their order.
     pub writes: Vec<usize>,
+    /// The wanted headers to append, after the removals, as indices into them, in their order:
+    /// every value of a name wanted more than once.
+    pub appends: Vec<usize>,
 }
 
 impl<N: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(N, V)> for HeaderCopy {
@@ -194,6 +207,7 @@ mod tests {
         let changes = copy.changes_to(&wanted);
         assert_eq!(changes.removals, ["x-gone", "x-a"]);
         assert_eq!(changes.writes, [1, 2, 3]);
+        assert!(changes.appends.is_empty());
         let other_status = copy.changes_to(&[(":status", "204")]);
         assert_eq!(other_status.removals, ["x-a", "x-gone"]);
         assert_eq!(other_status.writes, [0]);
@@ -201,6 +215,22 @@ mod tests {
         let none: [(&str, &[u8]); 0] = [];
         assert_eq!(copy.changes_to(&none).removals, [":status", "x-a", "x-gone"]);
         assert!(HeaderCopy::default().changes_to(&none).removals.is_empty());
+    }
+
+    #[test]
+    fn a_name_wanted_with_two_values_is_removed_if_held_and_both_values_appended_in_order() {
+        let copy: HeaderCopy = [(":path", "/mcp"), ("x-tenant", "a")].into_iter().collect();
+        let wanted = [(":path", "/mcp"), ("x-tenant", "a"), ("x-user", "1"), ("x-tenant", "b")];
+        let changes = copy.changes_to(&wanted);
+        assert_eq!(changes.removals, ["x-tenant"]);
+        assert_eq!(changes.writes, [2]);
+        assert_eq!(changes.appends, [1, 3]);
+        // Not held at all: nothing to remove, both values appended.
+        let empty = HeaderCopy::default();
+        let changes = empty.changes_to(&wanted);
+        assert!(changes.removals.is_empty());
+        assert_eq!(changes.writes, [0, 2]);
+        assert_eq!(changes.appends, [1, 3]);
     }
 
     #[test]

@@ -191,15 +191,15 @@ fn stream_items<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Vec<Value>,
     Ok(items)
 }
 
-/// The service's static metadata, then each forwarded header the request carries (a static
-/// key is not overridden by a client).
+/// The service's static metadata, then each forwarded header the request carries, every
+/// value of one sent more than once (a static key is not overridden by a client).
 pub(super) fn call_metadata(tool: &Tool, headers: &McpHeaders) -> Vec<(String, String)> {
     let mut metadata = tool.metadata.clone();
-    for (name, value) in &headers.forwarded {
-        if !metadata.iter().any(|(key, _)| key == name) {
-            metadata.push((name.clone(), value.clone()));
-        }
-    }
+    let forwarded = headers
+        .forwarded
+        .iter()
+        .filter(|(name, _)| !tool.metadata.iter().any(|(key, _)| key == name));
+    metadata.extend(forwarded.cloned());
     metadata
 }
 

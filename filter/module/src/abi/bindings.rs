@@ -165,6 +165,12 @@ extern "C" {
         key: ModuleBuffer,
         value: ModuleBuffer,
     ) -> bool;
+    pub(super) fn envoy_dynamic_module_callback_http_add_header(
+        filter: HttpFilterEnvoyPtr,
+        header_type: u32,
+        key: ModuleBuffer,
+        value: ModuleBuffer,
+    ) -> bool;
     pub(super) fn envoy_dynamic_module_callback_http_get_body_chunks_size(
         filter: HttpFilterEnvoyPtr,
         body_type: u32,

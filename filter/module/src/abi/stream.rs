@@ -79,6 +79,18 @@ impl StreamHost for Stream {
         }
     }
 
+    fn add_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
+        // SAFETY: both buffers are module memory for the call (rule 2).
+        unsafe {
+            envoy_dynamic_module_callback_http_add_header(
+                self.filter,
+                header_type(map),
+                ModuleBuffer::of(name.as_bytes()),
+                ModuleBuffer::of(value),
+            )
+        }
+    }
+
     fn remove_header(&self, map: HeaderMap, name: &str) {
         // SAFETY: the name is module memory for the call (rule 2); a null value removes.
         unsafe {

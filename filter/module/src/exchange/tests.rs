@@ -162,6 +162,15 @@ impl StreamHost for FakeStream {
         true
     }
 
+    fn add_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool {
+        let mut maps = self.maps.borrow_mut();
+        maps.entry(map_key(map))
+            .or_default()
+            .push((name.to_owned(), value.to_vec()));
+        self.header_writes.borrow_mut().push(name.to_owned());
+        true
+    }
+
     fn remove_header(&self, map: HeaderMap, name: &str) {
         let mut maps = self.maps.borrow_mut();
         maps.entry(map_key(map)).or_default().retain(|(key, _)| key != name);
@@ -408,6 +417,28 @@ fn a_routed_call_writes_only_the_headers_that_change() {
     );
     assert_eq!(stream.value(HeaderMap::Request, ":method").as_deref(), Some("POST"));
     assert_eq!(stream.value(HeaderMap::Request, "x-request-id").as_deref(), Some("r1"));
+}
+
+#[test]
+fn a_forwarded_header_sent_twice_reaches_the_routed_call_with_both_values() {
+    let exchange = exchange(config(&format!(
+        r#"{{"services": {{{USERS}}}, "routing": {{"cluster_header": "x-switchblade-cluster"}},
+            "forward_headers": ["x-tenant"]}}"#
+    )));
+    let stream = FakeStream::request(
+        "POST",
+        "/mcp",
+        &[("x-tenant", "a"), ("x-other", "1"), ("x-tenant", "b")],
+    );
+    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    let tenants: Vec<Vec<u8>> = stream
+        .headers(HeaderMap::Request)
+        .iter()
+        .filter(|&(name, _)| name == "x-tenant")
+        .map(|(_, value)| value.to_vec())
+        .collect();
+    assert_eq!(tenants, [b"a".to_vec(), b"b".to_vec()]);
+    assert_eq!(stream.value(HeaderMap::Request, "x-other"), None);
 }
 
 #[test]

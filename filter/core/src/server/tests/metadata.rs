@@ -26,3 +26,27 @@ fn calls_carry_static_metadata_and_only_allowlisted_headers() {
     let (_, sent) = calls(post(&server, &json_headers(), body));
     assert_eq!(sent[0].metadata().count(), 0);
 }
+
+#[test]
+fn a_forwarded_header_sent_twice_is_forwarded_with_both_values_in_order() {
+    let server = server();
+    let headers = McpHeaders::from_pairs(
+        [
+            ("content-type", "application/json"),
+            ("x-request-id", "req-1"),
+            ("authorization", "Bearer abc"),
+            ("x-request-id", "req-2"),
+        ],
+        server.forward_headers(),
+    );
+    let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
+    assert_eq!(
+        sent[0].metadata().collect::<Vec<_>>(),
+        [
+            ("x-tenant", "demo"),
+            ("x-request-id", "req-1"),
+            ("authorization", "Bearer abc"),
+            ("x-request-id", "req-2"),
+        ]
+    );
+}
