@@ -51,12 +51,19 @@ pub enum Verdict {
 
 enum State {
     PassThrough,
-    ReadingBody(Box<McpHeaders>),
+    ReadingBody(Box<AdmittedRequest>),
     /// Forwarded by Envoy's router as the gRPC call; its answer becomes the tool result.
     Routed(Reply),
     /// Calls out, the request held until every one has ended.
     CallingOut(Reply),
     Answered,
+}
+
+/// An MCP request's headers, admitted: what the core read of them, and Envoy's map as it was
+/// then (a routed call rewrites it; it is not copied out of Envoy a second time).
+struct AdmittedRequest {
+    headers: McpHeaders,
+    map: HeaderCopy,
 }
 
 /// One HTTP request through the module.
@@ -130,26 +137,36 @@ impl Exchange {
         let server = self.server();
         let path = host.header(HeaderMap::Request, ":path").unwrap_or_default();
         let path = String::from_utf8_lossy(&path);
-        // Envoy chose this request's route before any filter ran: a client's routing header
-        // could have chosen the routed-call route already. Refused on every path.
-        let carries = |header: &str| host.header(HeaderMap::Request, header).is_some();
-        let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
-        if let Some(refusal) = refusal {
-            return self.answer(host, &refusal);
-        }
-        if !is_mcp_path(&path, server.mcp_path()) {
+        // An MCP request's headers are copied out whole, once; another path's are only asked.
+        let map = is_mcp_path(&path, server.mcp_path()).then(|| host.headers(HeaderMap::Request));
+        let admitted = {
+            let pairs = map.as_ref().map(HeaderCopy::pairs);
+            // Envoy chose this request's route before any filter ran: a client's routing
+            // header could have chosen the routed-call route already. Refused on every path.
+            let carries = |header: &str| match &pairs {
+                Some(pairs) => pairs.iter().any(|&(name, _)| name == header),
+                None => host.header(HeaderMap::Request, header).is_some(),
+            };
+            let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
+            if let Some(refusal) = refusal {
+                return self.answer(host, &refusal);
+            }
+            let Some(pairs) = pairs else {
+                return Verdict::Continue;
+            };
+            server.admit_headers(&path, &pairs, &mut self.observed.borrow_mut())
+        };
+        let (headers, Some(map)) = (admitted, map) else {
             return Verdict::Continue;
-        }
-        let map = host.headers(HeaderMap::Request);
-        let admitted = server.admit_headers(&path, &map.pairs(), &mut self.observed.borrow_mut());
-        let headers = match admitted {
+        };
+        let headers = match headers {
             Ok(headers) => headers,
             Err(refusal) => return self.answer(host, &refusal),
         };
         if end_of_stream {
-            return self.handle(host, &headers, &[]);
+            return self.handle(host, &headers, &map, &[]);
         }
-        *self.state.borrow_mut() = State::ReadingBody(Box::new(headers));
+        *self.state.borrow_mut() = State::ReadingBody(Box::new(AdmittedRequest { headers, map }));
         Verdict::Stop
     }
 
@@ -191,15 +208,21 @@ impl Exchange {
 
     /// The whole request body is in: answer, route, or call out.
     fn end_of_request(&self, host: &impl StreamHost) -> Verdict {
-        let State::ReadingBody(headers) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
+        let State::ReadingBody(admitted) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return Verdict::Drop;
         };
-        let mut body = host.body(Body::BufferedRequest);
-        body.extend_from_slice(&host.body(Body::ReceivedRequest));
-        self.handle(host, &headers, &body)
+        // A body that came in one chunk is that chunk (Envoy buffered nothing before it).
+        let buffered = host.body(Body::BufferedRequest);
+        let received = host.body(Body::ReceivedRequest);
+        let body = match buffered.is_empty() {
+            true => received,
+            false => [buffered, received].concat(),
+        };
+        self.handle(host, &admitted.headers, &admitted.map, &body)
     }
 
-    fn handle(&self, host: &impl StreamHost, headers: &McpHeaders, body: &[u8]) -> Verdict {
+    /// `map` is Envoy's request header map as the headers were admitted.
+    fn handle(&self, host: &impl StreamHost, headers: &McpHeaders, map: &HeaderCopy, body: &[u8]) -> Verdict {
         let server = self.server();
         // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
         // comes through filter state (the configuration check refuses a metadata source).
@@ -239,7 +262,7 @@ impl Exchange {
         if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
             let routable = server.take_routable_call(&mut reply, now(), &mut self.observed.borrow_mut());
             if let Some(call) = routable {
-                return self.route_call(host, reply, call, cluster_header);
+                return self.route_call(host, reply, call, cluster_header, map);
             }
         }
         if let Some(request_id) = reply.cancellable_id() {

@@ -5,6 +5,7 @@
 use std::time::Instant;
 
 use switchblade_core::grpc::call_end::{CallEnd, CallPart};
+use switchblade_core::http::HeaderCopy;
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
@@ -13,7 +14,8 @@ use crate::clock::now;
 use crate::host::{Body, HeaderMap, StreamHost};
 
 impl Exchange {
-    /// Makes the request the gRPC call: its headers become the call's (and those Envoy needs
+    /// Makes the request the gRPC call (`request_map`: Envoy's request header map as it came):
+    /// its headers become the call's (and those Envoy needs
     /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
     pub(super) fn route_call(
         &self,
@@ -21,13 +23,13 @@ impl Exchange {
         mut reply: Reply,
         call: UpstreamCall,
         cluster_header: &str,
+        request_map: &HeaderCopy,
     ) -> Verdict {
-        let copy = host.headers(HeaderMap::Request);
-        let original = copy.pairs();
+        let original = request_map.pairs();
         let routed = call.routed_headers(cluster_header, &original);
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
-        rewrite(host, HeaderMap::Request, &copy, &routed);
+        rewrite(host, HeaderMap::Request, request_map, &routed);
         let body = call.http_body();
         // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
         if host.body_size(Body::BufferedRequest) > 0 {

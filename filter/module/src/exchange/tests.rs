@@ -75,6 +75,8 @@ struct FakeStream {
     cancelled_keys: RefCell<Vec<String>>,
     /// The names of the headers written with a value, in order.
     header_writes: RefCell<Vec<String>>,
+    /// How often each header map was copied out whole.
+    map_copies: RefCell<HashMap<HeaderMapKey, usize>>,
     /// The names of the headers removed, in order.
     header_removes: RefCell<Vec<(HeaderMapKey, String)>>,
 }
@@ -146,6 +148,7 @@ impl StreamHost for FakeStream {
     }
 
     fn headers(&self, map: HeaderMap) -> HeaderCopy {
+        *self.map_copies.borrow_mut().entry(map_key(map)).or_default() += 1;
         self.maps
             .borrow()
             .get(&map_key(map))
@@ -390,6 +393,8 @@ fn a_routed_call_writes_only_the_headers_that_change() {
         ],
     );
     assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    // The copy taken at admission is the one rewritten: the map is not copied out again.
+    assert_eq!(stream.map_copies.borrow().get(&map_key(HeaderMap::Request)), Some(&1));
     let writes = stream.header_writes.borrow();
     for kept in [":method", ":scheme", "x-request-id"] {
         assert!(!writes.iter().any(|name| name == kept), "{kept} rewritten: {writes:?}");
@@ -582,6 +587,24 @@ fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
     stream.set_body(Body::ReceivedResponse, USER_FRAME);
     assert_eq!(exchange.response_body(&stream, true), Verdict::Continue);
     assert_eq!(stream.sent.borrow().len(), 1);
+}
+
+#[test]
+fn a_body_split_between_envoys_buffer_and_the_last_chunk_is_read_whole() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
+    let (first, last) = GET_USER.split_at(GET_USER.len() / 2);
+    stream.set_body(Body::ReceivedRequest, first.as_bytes());
+    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
+    stream.set_body(Body::BufferedRequest, first.as_bytes());
+    stream.set_body(Body::ReceivedRequest, last.as_bytes());
+    assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
+    assert_eq!(
+        stream.value(HeaderMap::Request, ":path").as_deref(),
+        Some("/demo.users.v1.UserService/GetUser")
+    );
+    assert_eq!(stream.body(Body::BufferedRequest), [0, 0, 0, 0, 2, 0x08, 1]);
 }
 
 #[test]
