@@ -159,6 +159,36 @@ fn a_call_cut_off_at_its_deadline_is_deadline_exceeded_and_earlier_unavailable()
 }
 
 #[test]
+fn an_upstream_cancelled_at_the_deadline_is_deadline_exceeded_and_earlier_cancelled() {
+    // The upstream's own timer, on the grpc-timeout it was sent, can answer before the host's.
+    for (ended_at_ms, expected) in [
+        (10_000, "DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"),
+        (9_960, "DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"),
+        (9_000, "CANCELLED (1): Timeout expired"),
+    ] {
+        let server = server();
+        let mut reply = awaiting(call_user(&server, &legacy("2025-06-18"), r#"{"user_id":7}"#));
+        server.start_calls(
+            &mut reply,
+            |_| Ok(1),
+            Duration::from_secs(100),
+            &mut Observations::default(),
+        );
+        let trailers_only = [
+            (":status", "200"),
+            ("grpc-status", "1"),
+            ("grpc-message", "Timeout expired"),
+        ];
+        server.heard(&mut reply, 1, CallPart::Headers(HeaderCopy::from_iter(trailers_only)));
+        let now = Duration::from_secs(100) + Duration::from_millis(ended_at_ms);
+        server.call_ended(&mut reply, 1, false, now, &mut Observations::default());
+        let (_, body) = finish(reply);
+        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains(expected), "{ended_at_ms}: {text}");
+    }
+}
+
+#[test]
 fn a_batch_is_refused_past_its_size() {
     let server = bounded(r#""max_batch_size": 3"#);
     assert!(matches!(
