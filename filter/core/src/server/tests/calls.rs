@@ -130,30 +130,28 @@ fn an_answer_heard_whole_over_the_limit_is_not_read() {
     );
 }
 
+/// The text of a GetUser call started at 100 s (its deadline is the default, 10 s) whose
+/// upstream answered `headers` and then ended (`reset`: without a whole answer) `ended_at_ms`
+/// after it started.
+fn call_ended_at(ended_at_ms: u64, headers: &[(&str, &str)], reset: bool) -> String {
+    let server = server();
+    let mut reply = awaiting(call_user(&server, &legacy("2025-06-18"), r#"{"user_id":7}"#));
+    let started = Duration::from_secs(100);
+    server.start_calls(&mut reply, |_| Ok(1), started, &mut Observations::default());
+    server.heard(&mut reply, 1, CallPart::Headers(headers.iter().copied().collect()));
+    let now = started + Duration::from_millis(ended_at_ms);
+    server.call_ended(&mut reply, 1, reset, now, &mut Observations::default());
+    let (_, body) = finish(reply);
+    body["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
 #[test]
 fn a_call_cut_off_at_its_deadline_is_deadline_exceeded_and_earlier_unavailable() {
-    // UserService's deadline is the default, 10 s.
     for (ended_at_ms, expected) in [
         (10_000, "DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"),
         (9_000, "UNAVAILABLE (14)"),
     ] {
-        let server = server();
-        let mut reply = awaiting(call_user(&server, &legacy("2025-06-18"), r#"{"user_id":7}"#));
-        server.start_calls(
-            &mut reply,
-            |_| Ok(1),
-            Duration::from_secs(100),
-            &mut Observations::default(),
-        );
-        server.heard(
-            &mut reply,
-            1,
-            CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
-        );
-        let now = Duration::from_secs(100) + Duration::from_millis(ended_at_ms);
-        server.call_ended(&mut reply, 1, true, now, &mut Observations::default());
-        let (_, body) = finish(reply);
-        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        let text = call_ended_at(ended_at_ms, &[(":status", "200")], true);
         assert!(text.contains(expected), "{ended_at_ms}: {text}");
     }
 }
@@ -161,29 +159,17 @@ fn a_call_cut_off_at_its_deadline_is_deadline_exceeded_and_earlier_unavailable()
 #[test]
 fn an_upstream_cancelled_at_the_deadline_is_deadline_exceeded_and_earlier_cancelled() {
     // The upstream's own timer, on the grpc-timeout it was sent, can answer before the host's.
+    let trailers_only = [
+        (":status", "200"),
+        ("grpc-status", "1"),
+        ("grpc-message", "Timeout expired"),
+    ];
     for (ended_at_ms, expected) in [
         (10_000, "DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"),
         (9_960, "DEADLINE_EXCEEDED (4): no answer within the 10000 ms deadline"),
         (9_000, "CANCELLED (1): Timeout expired"),
     ] {
-        let server = server();
-        let mut reply = awaiting(call_user(&server, &legacy("2025-06-18"), r#"{"user_id":7}"#));
-        server.start_calls(
-            &mut reply,
-            |_| Ok(1),
-            Duration::from_secs(100),
-            &mut Observations::default(),
-        );
-        let trailers_only = [
-            (":status", "200"),
-            ("grpc-status", "1"),
-            ("grpc-message", "Timeout expired"),
-        ];
-        server.heard(&mut reply, 1, CallPart::Headers(HeaderCopy::from_iter(trailers_only)));
-        let now = Duration::from_secs(100) + Duration::from_millis(ended_at_ms);
-        server.call_ended(&mut reply, 1, false, now, &mut Observations::default());
-        let (_, body) = finish(reply);
-        let text = body["result"]["content"][0]["text"].as_str().unwrap();
+        let text = call_ended_at(ended_at_ms, &trailers_only, false);
         assert!(text.contains(expected), "{ended_at_ms}: {text}");
     }
 }
