@@ -167,6 +167,8 @@ impl<N: AsRef<[u8]>, V: AsRef<[u8]>> FromIterator<(N, V)> for HeaderCopy {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::HeaderCopy;
 
     #[test]
@@ -240,5 +242,76 @@ mod tests {
         copy.push(b"x-b", b"ok");
         let expected: Vec<(&str, &[u8])> = vec![("x-\u{fffd}", b"\xfe\x00"), ("x-b", b"ok")];
         assert_eq!(copy.pairs(), expected);
+    }
+
+    /// A host's header map, as Envoy keeps one: `(name, value)` in order.
+    type Map = Vec<(String, String)>;
+
+    /// How a write of one value treats the values a name has: Envoy's replaces all of them in
+    /// some versions, one in others. The changes must work under both.
+    #[derive(Debug, Clone, Copy)]
+    enum Write {
+        ReplacesAll,
+        ReplacesFirst,
+    }
+
+    /// `map` after `changes` to `wanted`, made the way the module makes them: removals, then
+    /// writes, then appends.
+    fn applied(mut map: Map, wanted: &[(&str, &str)], write: Write) -> Map {
+        let copy: HeaderCopy = map.iter().map(|(name, value)| (name, value)).collect();
+        let changes = copy.changes_to(wanted);
+        for name in &changes.removals {
+            map.retain(|(held, _)| held != name);
+        }
+        for &index in &changes.writes {
+            let (name, value) = wanted[index];
+            match (write, map.iter().position(|(held, _)| held == name)) {
+                (Write::ReplacesAll, Some(_)) => {
+                    map.retain(|(held, _)| held != name);
+                    map.push((name.to_owned(), value.to_owned()));
+                }
+                (Write::ReplacesFirst, Some(first)) => map[first].1 = value.to_owned(),
+                (_, None) => map.push((name.to_owned(), value.to_owned())),
+            }
+        }
+        for &index in &changes.appends {
+            let (name, value) = wanted[index];
+            map.push((name.to_owned(), value.to_owned()));
+        }
+        map
+    }
+
+    /// Each name's values, in order, sorted by name.
+    fn by_name<'a>(headers: impl IntoIterator<Item = (&'a str, &'a str)>) -> Vec<(&'a str, Vec<&'a str>)> {
+        let mut names: Vec<(&str, Vec<&str>)> = Vec::new();
+        for (name, value) in headers {
+            match names.iter_mut().find(|(known, _)| *known == name) {
+                Some((_, values)) => values.push(value),
+                None => names.push((name, vec![value])),
+            }
+        }
+        names.sort();
+        names
+    }
+
+    fn headers() -> impl Strategy<Value = Vec<(&'static str, &'static str)>> {
+        let name = prop::sample::select(vec![":status", "content-type", "x-a", "x-b"]);
+        let value = prop::sample::select(vec!["", "1", "2"]);
+        prop::collection::vec((name, value), 0..8)
+    }
+
+    proptest! {
+        #[test]
+        fn the_changes_leave_exactly_the_wanted_headers_whatever_a_write_replaces(
+            held in headers(),
+            wanted in headers(),
+        ) {
+            let map: Map = held.iter().map(|&(name, value)| (name.to_owned(), value.to_owned())).collect();
+            for write in [Write::ReplacesAll, Write::ReplacesFirst] {
+                let result = applied(map.clone(), &wanted, write);
+                let result = by_name(result.iter().map(|(name, value)| (name.as_str(), value.as_str())));
+                prop_assert_eq!(&result, &by_name(wanted.iter().copied()), "{:?}", write);
+            }
+        }
     }
 }
