@@ -93,6 +93,19 @@ def test_a_client_cannot_route_with_the_cluster_header(proxy: Envoy, upstream: U
         assert REFUSAL in text, text
 
 
+@pytest.mark.parametrize("path", PATHS)
+def test_the_cluster_header_is_refused_whatever_its_case(proxy: Envoy, upstream: Upstream, path: str) -> None:
+    """HTTP/1.1 header names are case-insensitive; the module looks for the lowercase name
+    (Envoy lowercases what it parses), so a client's `X-Switchblade-Cluster` is the same."""
+    upstream.reset()
+    headers = {"content-type": "application/grpc", "te": "trailers", CLUSTER_HEADER.title(): "demo_grpc"}
+    with httpx2.Client(http1=True, http2=False, timeout=10) as client:
+        response = client.post(f"{proxy.url}{path}", content=GET_USER_FRAME, headers=headers)
+    assert upstream.total_calls() == 0, (response.status_code, response.headers, response.content)
+    if proxy.build.name == "module" and not proxy.name.startswith("envoy-routing-auth"):
+        assert (response.status_code, response.headers["grpc-status"]) == (200, "7"), response.headers
+
+
 def test_the_module_still_routes_its_own_calls(proxy: Envoy, upstream: Upstream) -> None:
     """The refusal is of the client's header only: a checked tool call still goes through the
     route (or the callout) and reaches the upstream once."""
