@@ -139,27 +139,21 @@ impl Exchange {
         let path = String::from_utf8_lossy(&path);
         // An MCP request's headers are copied out whole, once; another path's are only asked.
         let map = is_mcp_path(&path, server.mcp_path()).then(|| host.headers(HeaderMap::Request));
-        let admitted = {
-            let pairs = map.as_ref().map(HeaderCopy::pairs);
-            // Envoy chose this request's route before any filter ran: a client's routing
-            // header could have chosen the routed-call route already. Refused on every path.
-            let carries = |header: &str| match &pairs {
-                Some(pairs) => pairs.iter().any(|&(name, _)| name == header),
-                None => host.header(HeaderMap::Request, header).is_some(),
-            };
-            let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
-            if let Some(refusal) = refusal {
-                return self.answer(host, &refusal);
-            }
-            let Some(pairs) = pairs else {
-                return Verdict::Continue;
-            };
-            server.admit_headers(&path, &pairs, &mut self.observed.borrow_mut())
+        // Envoy chose this request's route before any filter ran: a client's routing header
+        // could have chosen the routed-call route already. Refused on every path.
+        let carries = |header: &str| match &map {
+            Some(map) => map.iter().any(|(name, _)| name == header),
+            None => host.header(HeaderMap::Request, header).is_some(),
         };
-        let (headers, Some(map)) = (admitted, map) else {
+        let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
+        if let Some(refusal) = refusal {
+            return self.answer(host, &refusal);
+        }
+        let Some(map) = map else {
             return Verdict::Continue;
         };
-        let headers = match headers {
+        let admitted = server.admit_headers(&path, &map.pairs(), &mut self.observed.borrow_mut());
+        let headers = match admitted {
             Ok(headers) => headers,
             Err(refusal) => return self.answer(host, &refusal),
         };

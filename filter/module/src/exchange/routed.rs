@@ -15,8 +15,8 @@ use crate::host::{Body, HeaderMap, StreamHost};
 
 impl Exchange {
     /// Makes the request the gRPC call (`request_map`: Envoy's request header map as it came):
-    /// its headers become the call's (and those Envoy needs
-    /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
+    /// its headers become the call's (and those Envoy needs to route and log it), its body the
+    /// gRPC frame; Envoy's router forwards it.
     pub(super) fn route_call(
         &self,
         host: &impl StreamHost,
