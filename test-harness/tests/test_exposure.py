@@ -8,6 +8,7 @@ import subprocess
 import threading
 import time
 
+import httpx2
 import pytest
 
 import filter_build
@@ -103,16 +104,21 @@ def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Up
     assert "cookie" not in seen and "x-api-key" not in seen
 
 
+def get_user_with_headers(mcp: Mcp, headers: list[tuple[str, str]]) -> httpx2.Response:
+    """`UserService_GetUser` called with `headers` besides the MCP ones, as a list: a name may
+    come more than once (`Mcp.post` takes a dict)."""
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                       "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}})
+    mcp_headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream")]
+    return mcp.http.post(mcp.url, content=body, headers=[*mcp_headers, *headers])
+
+
 def test_a_header_on_the_allowlist_sent_twice_reaches_the_upstream_with_both_values(swap, upstream: Upstream) -> None:
     # The module once kept only one value: the core forwarded the first, and a write of the
     # routed call's headers replaces every value of a name.
     mcp = swap({"services": {USERS: {"cluster": "demo_grpc", "metadata": {"x-tenant": "acme"}}},
                 "forward_headers": ["x-team", "x-tenant"]})
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}})
-    headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream"),
-               ("x-team", "red"), ("x-tenant", "evil"), ("x-team", "blue")]
-    response = mcp.http.post(mcp.url, content=body, headers=headers)
+    response = get_user_with_headers(mcp, [("x-team", "red"), ("x-tenant", "evil"), ("x-team", "blue")])
     assert response.json()["result"]["isError"] is False, response.text
     seen = upstream.metadata(f"/{USERS}/GetUser")
     assert seen["x-team"] == "red, blue", "both values, in order (the upstream joins repeats)"
@@ -121,17 +127,13 @@ def test_a_header_on_the_allowlist_sent_twice_reaches_the_upstream_with_both_val
 
 def test_a_header_on_the_allowlist_with_an_empty_value_is_forwarded_empty_once(swap, upstream: Upstream) -> None:
     mcp = swap({"services": {USERS: {"cluster": "demo_grpc"}}, "forward_headers": ["x-team"]})
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                       "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}})
-    headers = [("content-type", "application/json"), ("accept", "application/json, text/event-stream"),
-               ("x-team", "")]
-    response = mcp.http.post(mcp.url, content=body, headers=headers)
+    response = get_user_with_headers(mcp, [("x-team", "")])
     assert response.json()["result"]["isError"] is False, response.text
     assert upstream.metadata(f"/{USERS}/GetUser").get("x-team") == ""
     # Sent twice, one value empty: Envoy 1.40's module ABI cannot add an empty value (a write
     # of one removes the header), so the module forwards the other value only
     # (docs/compatibility.md).
-    response = mcp.http.post(mcp.url, content=body, headers=[*headers, ("x-team", "blue")])
+    response = get_user_with_headers(mcp, [("x-team", ""), ("x-team", "blue")])
     assert response.json()["result"]["isError"] is False, response.text
     expected = "blue" if filter_build.current().name == "module" else ", blue"
     assert upstream.metadata(f"/{USERS}/GetUser").get("x-team") == expected
