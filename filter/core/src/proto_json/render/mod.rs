@@ -7,8 +7,6 @@
 //! than once is merged, the last member set of a oneof is the one, the last entry of a map key
 //! wins, and fields the descriptor does not know are skipped.
 
-use std::collections::HashMap;
-
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor, OneofDescriptor};
 
 mod scalar;
@@ -23,6 +21,10 @@ use well_known::write_well_known;
 /// How deep messages may nest in an answer: protobuf's own limit, which also keeps the stack
 /// shallow whatever an upstream sends.
 pub(super) const MAX_DEPTH: usize = 100;
+
+/// The most occurrences a message's index makes room for before it reads any: beyond that,
+/// it grows as the fields come.
+const MAX_INDEX_HINT: usize = 64;
 
 /// Why an upstream answer could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -173,7 +175,9 @@ pub(super) fn write_message(
 /// Every field occurrence of a message, in wire order.
 pub(super) fn index(bytes: &[u8]) -> Result<Vec<Occurrence<'_>>, Why> {
     let mut reader = Reader::new(bytes);
-    let mut fields = Vec::new();
+    // Room for a field per few bytes at once: growing from empty took three allocations
+    // for a message of a dozen fields.
+    let mut fields = Vec::with_capacity(bytes.len().div_ceil(4).min(MAX_INDEX_HINT));
     while let Some(field) = reader.field().map_err(str::to_owned)? {
         fields.push(Occurrence {
             number: field.number,
@@ -294,9 +298,7 @@ fn write_map(
         return Err(wrong_wire_type(field));
     };
     let (key_field, value_field) = (entry.map_entry_key_field(), entry.map_entry_value_field());
-    // Each key once, at its first place, with its last value.
     let mut entries: Vec<(String, Option<WireValue<'_>>)> = Vec::with_capacity(occurrences.len());
-    let mut places: HashMap<String, usize> = HashMap::new();
     for occurrence in occurrences {
         let mut key = None;
         let mut value = None;
@@ -317,14 +319,9 @@ fn write_map(
         if !key_text.starts_with('"') {
             key_text = format!("\"{key_text}\"");
         }
-        match places.get(&key_text) {
-            Some(&place) => entries[place].1 = value,
-            None => {
-                places.insert(key_text.clone(), entries.len());
-                entries.push((key_text, value));
-            }
-        }
+        entries.push((key_text, value));
     }
+    let entries = each_key_once(entries);
     out.push('{');
     for (index, (key, value)) in entries.iter().enumerate() {
         if index > 0 {
@@ -344,6 +341,39 @@ fn write_map(
     }
     out.push('}');
     Ok(())
+}
+
+/// A map's entries in wire order with each key once: at its first place, with its last value.
+/// Sorted rather than hashed: most maps have no key twice, and one entry needs no check.
+fn each_key_once<T: Copy>(mut entries: Vec<(String, T)>) -> Vec<(String, T)> {
+    if entries.len() < 2 {
+        return entries;
+    }
+    let mut by_key: Vec<usize> = (0..entries.len()).collect();
+    // Stable: the places of one key stay in wire order.
+    by_key.sort_by(|&a, &b| entries[a].0.cmp(&entries[b].0));
+    let mut kept = vec![true; entries.len()];
+    let mut start = 0;
+    while let Some(&first) = by_key.get(start) {
+        let same = by_key[start..]
+            .iter()
+            .take_while(|&&place| entries[place].0 == entries[first].0)
+            .count();
+        let places = &by_key[start..start + same];
+        if let Some(&last) = places.last() {
+            entries[first].1 = entries[last].1;
+        }
+        for &later in &places[1..] {
+            kept[later] = false;
+        }
+        start += same;
+    }
+    let mut place = 0;
+    entries.retain(|_| {
+        place += 1;
+        kept[place - 1]
+    });
+    entries
 }
 
 pub(super) fn wrong_wire_type(field: &FieldDescriptor) -> Why {

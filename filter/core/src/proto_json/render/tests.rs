@@ -44,6 +44,27 @@ fn follows_protobufs_rules_for_repeats() {
 }
 
 #[test]
+fn a_map_keeps_each_key_at_its_first_place_with_its_last_value() {
+    let entries = |keys: &[(&str, u8)]| -> Vec<(String, u8)> {
+        keys.iter().map(|&(key, value)| (key.to_owned(), value)).collect()
+    };
+    assert_eq!(
+        each_key_once(entries(&[("b", 1), ("a", 2), ("b", 3), ("c", 4), ("a", 5), ("b", 6)])),
+        entries(&[("b", 6), ("a", 5), ("c", 4)])
+    );
+    assert_eq!(each_key_once(entries(&[("z", 1)])), entries(&[("z", 1)]));
+    assert_eq!(
+        each_key_once(entries(&[("z", 1), ("y", 2)])),
+        entries(&[("z", 1), ("y", 2)])
+    );
+    // As text, in that order: {1: "a", 2: "b", 1: "c"} is {"1": "c", "2": "b"}.
+    let entry = |key: u8, value: u8| [0x32, 5, 0x08, key, 0x12, 1, value];
+    let bytes = [entry(1, b'a'), entry(2, b'b'), entry(1, b'c')].concat();
+    let text = render(&message("test.kitchensink.v1.Everything"), &bytes, UNBOUNDED).unwrap();
+    assert!(text.contains(r#""by_id":{"1":"c","2":"b"}"#), "{text}");
+}
+
+#[test]
 fn refuses_garbage_responses() {
     let user = message("demo.users.v1.User");
     for bytes in [&[0xff, 0xff, 0xff][..], &[0x12, 5, b'a'], &[0x12, 1, 0xff], &[0x08]] {
