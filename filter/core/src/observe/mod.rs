@@ -11,6 +11,7 @@ mod stats;
 
 pub use stats::{label_names, predefined_samples, tag_extraction_rules, Metric, MetricKind, Sample, STAT_PREFIX};
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -304,7 +305,7 @@ impl Observations {
 
     /// The access-log fields as hosts set them in filter state: each under its key in
     /// [`LOG_NAMESPACE`] (`switchblade.<field>`).
-    pub fn log_entries(&self) -> impl Iterator<Item = (&'static str, String)> {
+    pub fn log_entries(&self) -> impl Iterator<Item = (&'static str, Cow<'_, str>)> {
         LOG_FIELDS
             .iter()
             .zip(self.log_values())
@@ -317,12 +318,12 @@ impl Observations {
         LOG_FIELDS
             .iter()
             .zip(self.log_values())
-            .filter_map(|(field, value)| Some((field.name, value?)))
+            .filter_map(|(field, value)| Some((field.name, value?.into_owned())))
             .collect()
     }
 
     /// Each of [`LOG_FIELDS`]' values, in its order.
-    fn log_values(&self) -> [Option<String>; LOG_FIELDS.len()] {
+    fn log_values(&self) -> [Option<Cow<'_, str>>; LOG_FIELDS.len()] {
         let calls = &self.tool_calls;
         [
             log_value(self.refusal.map(Refusal::label)),
@@ -362,16 +363,20 @@ pub const LOG_FIELDS: [LogField; 8] = log_fields!(
     "operation",
 );
 
-/// The values joined with commas, cut for the log; none if there is nothing to log.
-fn log_value<'v>(values: impl IntoIterator<Item = &'v str>) -> Option<String> {
-    let mut joined = String::new();
-    for (index, value) in values.into_iter().enumerate() {
-        if index > 0 {
-            joined.push(',');
-        }
+/// The values joined with commas, cut for the log; none if there is nothing to log. A lone
+/// value that needs no cut (a request's one tool, label or version) is lent, not copied.
+fn log_value<'v>(values: impl IntoIterator<Item = &'v str>) -> Option<Cow<'v, str>> {
+    let mut values = values.into_iter();
+    let first = values.next()?;
+    let Some(second) = values.next() else {
+        return (!first.is_empty()).then(|| cut(Cow::Borrowed(first)));
+    };
+    let mut joined = [first, second].join(",");
+    for value in values {
+        joined.push(',');
         joined.push_str(value);
     }
-    (!joined.is_empty()).then(|| cut(joined))
+    Some(cut(Cow::Owned(joined)))
 }
 
 /// One line of printable text of at most [`MAX_LOG_VALUE_CHARS`] characters, marked with `…`
@@ -379,18 +384,18 @@ fn log_value<'v>(values: impl IntoIterator<Item = &'v str>) -> Option<String> {
 /// (`\n`, `\"`, `\u{1b}`): an argument path comes from the client, and must not break or
 /// forge a line of an access log, whatever its format. Plain short text (every tool name,
 /// label and version) is kept as it is, without a copy.
-fn cut(value: String) -> String {
+fn cut(value: Cow<'_, str>) -> Cow<'_, str> {
     let plain = |byte: &u8| (b' '..=b'~').contains(byte) && !matches!(byte, b'"' | b'\'' | b'\\');
     if value.len() <= MAX_LOG_VALUE_CHARS && value.bytes().all(|byte| plain(&byte)) {
         return value;
     }
     let escaped = value.escape_debug().to_string();
     if escaped.chars().count() <= MAX_LOG_VALUE_CHARS {
-        return escaped;
+        return Cow::Owned(escaped);
     }
     let mut kept: String = escaped.chars().take(MAX_LOG_VALUE_CHARS).collect();
     kept.push('…');
-    kept
+    Cow::Owned(kept)
 }
 
 #[cfg(test)]

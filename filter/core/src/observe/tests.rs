@@ -157,28 +157,37 @@ fn methods_are_counted_by_a_fixed_list() {
 
 #[test]
 fn log_values_are_cut_and_joined() {
-    assert_eq!(cut("short".to_owned()), "short");
+    assert_eq!(cut("short".into()), "short");
     let long = "é".repeat(300);
-    let kept = cut(long);
+    let kept = cut(long.into());
     assert_eq!(kept.chars().count(), MAX_LOG_VALUE_CHARS + 1);
     assert!(kept.ends_with('…'));
     // A client's key cannot break a log line or forge one.
     assert_eq!(
-        cut("a\n{\"forged\":1}\u{1b}[2J\\".to_owned()),
+        cut("a\n{\"forged\":1}\u{1b}[2J\\".into()),
         r#"a\n{\"forged\":1}\u{1b}[2J\\"#
     );
     let escapes = "\n".repeat(200);
-    assert_eq!(cut(escapes).chars().count(), MAX_LOG_VALUE_CHARS + 1);
+    assert_eq!(cut(escapes.into()).chars().count(), MAX_LOG_VALUE_CHARS + 1);
     // Quotes alone are escaped too, and a long plain value is cut.
-    assert_eq!(cut("it's \"x\"".to_owned()), r#"it\'s \"x\""#);
-    assert_eq!(cut("a".repeat(300)).chars().count(), MAX_LOG_VALUE_CHARS + 1);
+    assert_eq!(cut("it's \"x\"".into()), r#"it\'s \"x\""#);
+    assert_eq!(cut("a".repeat(300).into()).chars().count(), MAX_LOG_VALUE_CHARS + 1);
     let mut observed = Observations::default();
     observed.refused(Refusal::Batch);
     assert_eq!(observed.log_fields(), [("refusal", "batch".to_owned())]);
     assert_eq!(
         observed.log_entries().collect::<Vec<_>>(),
-        [("switchblade.refusal", "batch".to_owned())]
+        [("switchblade.refusal", Cow::Borrowed("batch"))]
     );
+    // A lone value that needs no cut is lent; several are joined in order.
+    assert!(matches!(
+        log_value(["UserService_GetUser"]),
+        Some(Cow::Borrowed("UserService_GetUser"))
+    ));
+    assert_eq!(log_value(["a", "b", "c"]).as_deref(), Some("a,b,c"));
+    assert_eq!(log_value(["", ""]).as_deref(), Some(","));
+    assert_eq!(log_value([""]), None);
+    assert_eq!(log_value([]), None);
     assert_eq!(
         observed.samples(),
         [Sample {
