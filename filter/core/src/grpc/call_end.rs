@@ -138,9 +138,9 @@ impl CallResponse {
         self.stream.as_ref()
     }
 
-    /// The headers heard so far.
-    pub fn headers(&self) -> &HeaderCopy {
-        &self.headers
+    /// The headers the answer came with, without a copy.
+    pub fn into_headers(self) -> HeaderCopy {
+        self.headers
     }
 
     /// The body's whole size, kept or not.

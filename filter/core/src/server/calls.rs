@@ -19,7 +19,7 @@ use crate::config::FailureMode;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallResponse};
 use crate::grpc::status::{CANCELLED, DEADLINE_EXCEEDED};
 use crate::grpc::timeout as grpc_timeout;
-use crate::http::{HttpResponse, Refusal};
+use crate::http::{HeaderCopy, HttpResponse, Refusal};
 use crate::observe::Observations;
 use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_PATH};
 use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
@@ -255,15 +255,25 @@ impl Server {
     }
 
     /// The call under `token` has ended (`reset`: without a whole answer): its result is filed.
-    /// Nothing happens for a token that is not out (ended already, or never started).
-    pub fn call_ended(&self, reply: &mut Reply, token: u64, reset: bool, now: Duration, observed: &mut Observations) {
-        if let Some((call, response)) = reply.take(token) {
-            let end = timed_out(&call, response.end(reset, self.limits.max_response_bytes), now);
-            match response.stream() {
-                Some(stream) => self.file_stream(reply, &call, end, stream, now, observed),
-                None => self.end_call(reply, call, end, now, observed),
-            }
+    /// Nothing happens for a token that is not out (ended already, or never started). Gives
+    /// back the headers its answer came with (empty if none), for a host that rewrites them.
+    pub fn call_ended(
+        &self,
+        reply: &mut Reply,
+        token: u64,
+        reset: bool,
+        now: Duration,
+        observed: &mut Observations,
+    ) -> HeaderCopy {
+        let Some((call, response)) = reply.take(token) else {
+            return HeaderCopy::default();
+        };
+        let end = timed_out(&call, response.end(reset, self.limits.max_response_bytes), now);
+        match response.stream() {
+            Some(stream) => self.file_stream(reply, &call, end, stream, now, observed),
+            None => self.end_call(reply, call, end, now, observed),
         }
+        response.into_headers()
     }
 
     /// The call under `token` was answered whole, with a body of `body_size` bytes: `read`

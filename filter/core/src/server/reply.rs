@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
 use crate::grpc::call_end::{CallPart, CallResponse};
-use crate::http::{HeaderCopy, HttpResponse};
+use crate::http::HttpResponse;
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST};
 use crate::quota::counters::Counters;
 use crate::quota::Limited;
@@ -284,12 +284,6 @@ impl Reply {
     /// the answer ([`Self::into_response`]'s body) goes after it, and ends it.
     pub fn is_streaming_events(&self) -> bool {
         self.progress.as_ref().is_some_and(|progress| progress.streamed)
-    }
-
-    /// The headers heard so far on the call under `token`.
-    pub fn heard_headers(&self, token: u64) -> Option<&HeaderCopy> {
-        let out = self.out.iter().find(|out| out.token == token)?;
-        Some(out.response.headers())
     }
 
     /// Takes the call under `token` out of the books, with what came back on it; `None` once

@@ -104,9 +104,9 @@ impl Exchange {
             return Verdict::Continue;
         };
         self.deadline.replace(None);
-        let upstream_headers = reply.heard_headers(ROUTED).cloned().unwrap_or_default();
-        self.server()
-            .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
+        let upstream_headers =
+            self.server()
+                .call_ended(&mut reply, ROUTED, false, now(), &mut self.observed.borrow_mut());
         self.publish(host);
         let answer = reply.into_response();
         // The answer's headers: the tool result's, nothing of the upstream's (`:status: 200`
