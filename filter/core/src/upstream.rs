@@ -251,20 +251,22 @@ impl UpstreamCall {
     pub fn routed_headers<'a>(
         &'a self,
         cluster_header: &'a str,
-        original: &[HeaderPair<'a>],
+        original: impl IntoIterator<Item = HeaderPair<'a>>,
     ) -> Vec<(&'a str, Cow<'a, [u8]>)> {
-        let mut headers: Vec<(&str, Cow<'a, [u8]>)> = self
-            .http_headers()
-            .into_iter()
-            .map(|(name, value)| (name, Cow::Borrowed(value.as_bytes())))
-            .collect();
+        let own = self.http_headers();
+        // Sized once: the call's own, the two for the router, and what is kept.
+        let mut headers: Vec<(&str, Cow<'a, [u8]>)> = Vec::with_capacity(own.len() + 2 + ROUTED_KEEPS.len());
+        headers.extend(
+            own.into_iter()
+                .map(|(name, value)| (name, Cow::Borrowed(value.as_bytes()))),
+        );
         let timeout = self.tool.timeout + ROUTER_TIMEOUT_GRACE;
         headers.push((
             "x-envoy-upstream-rq-timeout-ms",
             Cow::Owned(timeout.as_millis().to_string().into_bytes()),
         ));
         headers.push((cluster_header, Cow::Borrowed(self.tool.cluster.as_bytes())));
-        for &(name, value) in original {
+        for (name, value) in original {
             if ROUTED_KEEPS.contains(&name) && !headers.iter().any(|(known, _)| *known == name) {
                 headers.push((name, Cow::Borrowed(value)));
             }

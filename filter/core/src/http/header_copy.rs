@@ -94,7 +94,7 @@ impl HeaderCopy {
     pub fn changes_to<'a, V: AsRef<[u8]>>(&'a self, wanted: &[(&'a str, V)]) -> HeaderChanges<'a> {
         // Per wanted header: how often the map holds its name, and whether with its value.
         let mut held = vec![(0_usize, false); wanted.len()];
-        let mut removals: Vec<&str> = Vec::new();
+        let mut removals: Vec<&str> = Vec::with_capacity(self.len());
         for (name, value) in self.iter() {
             let mut is_wanted = false;
             for ((wanted_name, wanted_value), (count, same)) in wanted.iter().zip(held.iter_mut()) {
@@ -108,7 +108,7 @@ impl HeaderCopy {
                 removals.push(name);
             }
         }
-        let mut writes = Vec::new();
+        let mut writes = Vec::with_capacity(wanted.len());
         let mut appends = Vec::new();
         for (index, ((name, _), held)) in wanted.iter().zip(&held).enumerate() {
             let wanted_once = wanted.iter().filter(|(other, _)| other == name).count() == 1;

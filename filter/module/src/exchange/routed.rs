@@ -25,8 +25,7 @@ impl Exchange {
         cluster_header: &str,
         request_map: &HeaderCopy,
     ) -> Verdict {
-        let original = request_map.pairs();
-        let routed = call.routed_headers(cluster_header, &original);
+        let routed = call.routed_headers(cluster_header, request_map.iter());
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
         rewrite(host, HeaderMap::Request, request_map, &routed);
