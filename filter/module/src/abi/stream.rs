@@ -10,6 +10,22 @@ use super::bindings::*;
 use super::clocks::{CancelListener, DeadlineAlarm, StreamScheduler, Wakeups};
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
+/// How many headers or body chunks Envoy's answer to a query may hold for the module to take
+/// it on the stack; more go on the heap. A request or an answer has a dozen headers or so.
+const ON_STACK: usize = 32;
+
+/// Room for `count` entries for Envoy to fill: the first `count` of `on_stack` if it has them,
+/// else `on_heap`, made that long.
+fn room<'a, T: Copy>(on_stack: &'a mut [T; ON_STACK], on_heap: &'a mut Vec<T>, count: usize, empty: T) -> &'a mut [T] {
+    match on_stack.get_mut(..count) {
+        Some(room) => room,
+        None => {
+            on_heap.resize(count, empty);
+            on_heap
+        }
+    }
+}
+
 /// One HTTP stream, for the length of one hook (rule 4), and the clock its configuration keeps
 /// for its streams' wake-ups, if it keeps them.
 pub struct Stream {
@@ -56,7 +72,8 @@ impl StreamHost for Stream {
             value_ptr: ptr::null(),
             value_length: 0,
         };
-        let mut headers = vec![empty; count];
+        let (mut on_stack, mut on_heap) = ([empty; ON_STACK], Vec::new());
+        let headers = room(&mut on_stack, &mut on_heap, count, empty);
         // SAFETY: the array has exactly the size Envoy just gave (rule 3).
         if !unsafe {
             envoy_dynamic_module_callback_http_get_headers(self.filter, header_type(map), headers.as_mut_ptr())
@@ -109,7 +126,8 @@ impl StreamHost for Stream {
         if count == 0 {
             return Vec::new();
         }
-        let mut chunks = vec![EnvoyBuffer::EMPTY; count];
+        let (mut on_stack, mut on_heap) = ([EnvoyBuffer::EMPTY; ON_STACK], Vec::new());
+        let chunks = room(&mut on_stack, &mut on_heap, count, EnvoyBuffer::EMPTY);
         // SAFETY: the array has exactly the size Envoy just gave (rule 3).
         if !unsafe {
             envoy_dynamic_module_callback_http_get_body_chunks(self.filter, body_type(body), chunks.as_mut_ptr())
