@@ -28,9 +28,10 @@ pub struct McpHeaders {
 impl McpHeaders {
     /// Picks the relevant headers out of all of a request's (name, value) pairs, and those
     /// in `forward` (lowercase names) to send upstream.
-    pub fn from_pairs<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>, forward: &[String]) -> Self {
+    pub fn from_pairs<'a, V: AsRef<str>>(pairs: impl IntoIterator<Item = (&'a str, V)>, forward: &[String]) -> Self {
         let mut headers = McpHeaders::default();
         for (name, value) in pairs {
+            let value = value.as_ref();
             // Envoy hands names over in lowercase already: no copy then.
             let name = match name.bytes().any(|byte| byte.is_ascii_uppercase()) {
                 true => Cow::Owned(name.to_ascii_lowercase()),
@@ -65,14 +66,10 @@ impl McpHeaders {
     /// with replacement characters (and so match no expected value) instead of being lost.
     pub fn from_header_pairs(pairs: &[HeaderPair<'_>], forward: &[String]) -> Self {
         // Borrowed when the value is valid UTF-8, as it almost always is.
-        let values: Vec<Cow<'_, str>> = pairs.iter().map(|(_, value)| String::from_utf8_lossy(value)).collect();
-        McpHeaders::from_pairs(
-            pairs
-                .iter()
-                .zip(&values)
-                .map(|((name, _), value)| (*name, value.as_ref())),
-            forward,
-        )
+        let pairs = pairs
+            .iter()
+            .map(|&(name, value)| (name, String::from_utf8_lossy(value)));
+        McpHeaders::from_pairs(pairs, forward)
     }
 
     /// The POST must carry JSON (`application/json`, parameters allowed).
