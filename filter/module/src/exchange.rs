@@ -205,12 +205,14 @@ impl Exchange {
         let State::ReadingBody(admitted) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return Verdict::Drop;
         };
-        // A body that came in one chunk is that chunk (Envoy buffered nothing before it).
+        // A body that is all in one place is used as it is: in the last chunk (Envoy buffered
+        // nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with an empty chunk).
         let buffered = host.body(Body::BufferedRequest);
         let received = host.body(Body::ReceivedRequest);
-        let body = match buffered.is_empty() {
-            true => received,
-            false => [buffered, received].concat(),
+        let body = match (buffered.is_empty(), received.is_empty()) {
+            (true, _) => received,
+            (false, true) => buffered,
+            (false, false) => [buffered, received].concat(),
         };
         self.handle(host, &admitted.headers, &admitted.map, &body)
     }

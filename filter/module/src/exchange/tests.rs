@@ -608,6 +608,24 @@ fn a_body_split_between_envoys_buffer_and_the_last_chunk_is_read_whole() {
 }
 
 #[test]
+fn a_body_in_envoys_buffer_ended_by_an_empty_chunk_is_read_whole() {
+    // HTTP/1.1: the body's bytes, buffered, then the end of the stream with no data.
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedRequest, GET_USER.as_bytes());
+    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
+    stream.set_body(Body::BufferedRequest, GET_USER.as_bytes());
+    stream.set_body(Body::ReceivedRequest, b"");
+    assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
+    assert_eq!(
+        stream.value(HeaderMap::Request, ":path").as_deref(),
+        Some("/demo.users.v1.UserService/GetUser")
+    );
+    assert_eq!(stream.body(Body::BufferedRequest), [0, 0, 0, 0, 2, 0x08, 1]);
+}
+
+#[test]
 fn request_trailers_of_a_routed_call_are_scrubbed() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
