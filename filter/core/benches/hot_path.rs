@@ -11,21 +11,16 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use prost::Message;
 use serde_json::{json, Value};
 use switchblade_core::descriptors::EMBEDDED_DESCRIPTOR_SET;
-use switchblade_core::http::McpHeaders;
 use switchblade_core::proto_json::gate::Gate;
 
-use switchblade_core::access::Caller;
-use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+mod get_item;
+use get_item::{GetItem, REQUEST};
 
-const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
-const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
 const ITERATIONS: u32 = 100_000;
 
 const ROUNDS: u32 = 10;
@@ -48,60 +43,17 @@ fn time(mut work: impl FnMut()) -> f64 {
 }
 
 fn main() {
-    let server = Server::from_config_bytes(CONFIG.as_bytes()).unwrap();
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        accept: Some("application/json, text/event-stream".into()),
-        protocol_version: Some("2025-11-25".into()),
-        ..McpHeaders::default()
-    };
-    let item: Value = serde_json::from_str(
-        r#"{"id":"1","name":"Switchblade multitool","description":"A folding knife with eleven tools",
-        "category":"CATEGORY_HARDWARE","price":{"currency_code":"EUR","amount_minor":"4999"},"stock":12,
-        "tags":["edc","steel"],"attributes":{"sku":"SKU-0001"},"updated_at":"2026-01-01T01:00:00Z"}"#,
-    )
-    .unwrap();
-    let tool = server.catalog().get("CatalogService_GetItem").unwrap();
-    let response = server.catalog().gate().encode(&tool.method.output(), &item).unwrap();
-    let reply = GrpcReply {
-        status: 0,
-        message: None,
-        body: &response,
-        details: None,
-    };
-    let plan = || match server.handle(
-        McpRequest {
-            headers: &headers,
-            body: REQUEST,
-            caller: &Caller::Anyone,
-            client_address: None,
-            counters: None,
-        },
-        &mut Observations::default(),
-    ) {
-        Outcome::Await(mut reply) => {
-            let calls = reply.take_calls_to_start();
-            (reply, calls)
-        }
-        Outcome::Respond(answer) => panic!("no call: {}", String::from_utf8_lossy(&answer.body)),
-        Outcome::Cancel { .. } => panic!("no call: a cancellation"),
-    };
-
+    let get_item = GetItem::new();
     let request_half = time(|| {
-        black_box(plan());
+        black_box(get_item.plan());
     });
-    let (_, calls) = plan();
-    let answered = |pending: &mut Reply| {
-        let end = CallEnd::Replied(reply);
-        server.file(pending, &calls[0], end, Duration::ZERO, &mut Observations::default());
-    };
     let reply_half = time(|| {
-        let (mut pending, _) = plan();
-        answered(&mut pending);
+        let (mut pending, calls) = get_item.plan();
+        get_item.answer(&mut pending, &calls[0]);
         black_box(pending.into_response());
     }) - request_half;
-    let (mut pending, _) = plan();
-    answered(&mut pending);
+    let (mut pending, calls) = get_item.plan();
+    get_item.answer(&mut pending, &calls[0]);
     let answer: Value = serde_json::from_slice(&pending.into_response().body).unwrap();
     assert_eq!(answer["result"]["structuredContent"]["name"], "Switchblade multitool");
     let anchor = time(|| {
