@@ -104,12 +104,18 @@ pub(crate) fn write_string(out: &mut String, text: &str) {
         }
         // Every escaped byte is ASCII, so both ends are character boundaries.
         out.push_str(&text[start..index]);
-        out.push('\\');
-        out.push(char::from(escape));
-        if escape == b'u' {
-            out.push_str("00");
-            out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
-            out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+        match escape {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            _ => {
+                out.push('\\');
+                out.push(char::from(escape));
+                if escape == b'u' {
+                    out.push_str("00");
+                    out.push(char::from(HEX_DIGITS[usize::from(byte >> 4)]));
+                    out.push(char::from(HEX_DIGITS[usize::from(byte & 0xf)]));
+                }
+            }
         }
         start = index + 1;
     }
