@@ -18,7 +18,7 @@ pub struct DuplicateKey {
 /// Parses `bytes` as JSON, refusing duplicate keys and nesting deeper than `max_depth`.
 pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = match (UniqueKeys { depth_left: max_depth }).deserialize(&mut deserializer) {
+    let value = match UniqueKeys::body(max_depth).deserialize(&mut deserializer) {
         Ok(value) => value,
         Err(error) => {
             let message = error.to_string();
@@ -46,7 +46,7 @@ fn duplicate_path(bytes: &[u8], max_depth: usize) -> Option<String> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
-    (UniqueKeys { depth_left: max_depth }).deserialize(tracked).err()?;
+    UniqueKeys::body(max_depth).deserialize(tracked).err()?;
     Some(track.path().to_string())
 }
 
@@ -61,15 +61,33 @@ pub enum ParseError {
 const DUPLICATE_MARKER: &str = "\u{0}duplicate key:";
 const TOO_DEEP_MARKER: &str = "\u{0}too deep";
 
+/// The members a JSON-RPC message has (`jsonrpc`, `id`, `method`, `params`): room for them at
+/// once spares the message's map a second allocation and a rehash as it fills.
+const MESSAGE_MEMBERS: usize = 4;
+
+#[derive(Clone, Copy)]
 struct UniqueKeys {
     /// Objects and arrays that may still open inside this value.
     depth_left: usize,
+    /// Room to make at once if this value is an object.
+    members_hint: usize,
 }
 
 impl UniqueKeys {
-    fn inner<E: Error>(&self) -> Result<UniqueKeys, E> {
+    /// A whole body: a message, or a batch of them.
+    fn body(max_depth: usize) -> Self {
+        UniqueKeys {
+            depth_left: max_depth,
+            members_hint: MESSAGE_MEMBERS,
+        }
+    }
+
+    fn inner<E: Error>(&self, members_hint: usize) -> Result<UniqueKeys, E> {
         match self.depth_left.checked_sub(1) {
-            Some(depth_left) => Ok(UniqueKeys { depth_left }),
+            Some(depth_left) => Ok(UniqueKeys {
+                depth_left,
+                members_hint,
+            }),
             None => Err(E::custom(TOO_DEEP_MARKER)),
         }
     }
@@ -125,19 +143,18 @@ impl<'de> Visitor<'de> for UniqueKeys {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let inner = self.inner()?;
+        // The items of a batch are messages.
+        let inner = self.inner(self.members_hint)?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
-        while let Some(item) = seq.next_element_seed(UniqueKeys {
-            depth_left: inner.depth_left,
-        })? {
+        while let Some(item) = seq.next_element_seed(inner)? {
             items.push(item);
         }
         Ok(Value::Array(items))
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let inner = self.inner()?;
-        let mut object = Map::new();
+        let inner = self.inner(0)?;
+        let mut object = Map::with_capacity(self.members_hint);
         while let Some(key) = map.next_key::<String>()? {
             // One lookup per key: the entry that finds a key new is where its value goes.
             let place = match object.entry(key) {
@@ -146,9 +163,7 @@ impl<'de> Visitor<'de> for UniqueKeys {
                     return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{}", given.key())));
                 }
             };
-            let value = map.next_value_seed(UniqueKeys {
-                depth_left: inner.depth_left,
-            })?;
+            let value = map.next_value_seed(inner)?;
             place.insert(value);
         }
         Ok(Value::Object(object))
