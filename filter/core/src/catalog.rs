@@ -2,7 +2,7 @@
 //! names, descriptions, schemas, hints and call targets.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use log::{info, warn};
@@ -14,6 +14,7 @@ use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, Service
 use crate::docs::Docs;
 use crate::grpc;
 use crate::proto_json::gate::Gate;
+use crate::proto_json::render::RenderPlan;
 use crate::proto_json::rules::unenforced_rules;
 use crate::proto_json::schema::{message_schema, SchemaTooLarge, MAX_SCHEMA_BYTES};
 use crate::proto_json::Direction;
@@ -52,6 +53,9 @@ pub struct Tool {
     /// A method that starts a long-running operation: the tool runs as an MCP task, and its
     /// output is the operation's response.
     pub task: Option<TaskTool>,
+    /// How to write the method's response as JSON: made on the tool's first answer, so a
+    /// catalog of thousands of tools pays only for the ones called.
+    response_plan: OnceLock<RenderPlan>,
 }
 
 /// What a task tool needs beyond its method: the operation's types, and where to poll it.
@@ -70,6 +74,12 @@ impl Tool {
 
     pub fn method_name(&self) -> &str {
         self.method.name()
+    }
+
+    /// How to write the method's response as JSON.
+    pub fn response_plan(&self) -> &RenderPlan {
+        self.response_plan
+            .get_or_init(|| RenderPlan::new(&self.method.output()))
     }
 
     /// The tool's entry parsed, for readers that look inside it (the CLI, tests).
@@ -364,6 +374,7 @@ fn build_tool(
         wrap_output,
         method,
         definition,
+        response_plan: OnceLock::new(),
         task: operation.map(|operation| TaskTool {
             operation,
             operations_cluster: config

@@ -17,7 +17,7 @@ use serde_json::Value as Json;
 use switchblade_core::descriptors::embedded_pool;
 use switchblade_core::docs::Docs;
 use switchblade_core::proto_json::gate::Gate;
-use switchblade_core::proto_json::render::render as render_response;
+use switchblade_core::proto_json::render::{render as render_response, RenderPlan};
 use switchblade_core::proto_json::schema::message_schema;
 use switchblade_core::proto_json::Direction;
 
@@ -135,7 +135,7 @@ fn validator(schema: &Json) -> jsonschema::Validator {
 }
 
 fn render(descriptor: &MessageDescriptor, bytes: &[u8]) -> Json {
-    serde_json::from_str(&render_response(descriptor, bytes, usize::MAX).unwrap()).unwrap()
+    serde_json::from_str(&render_response(&RenderPlan::new(descriptor), bytes, usize::MAX).unwrap()).unwrap()
 }
 
 /// prost-reflect's rendering of the same bytes as JSON text, with the same options.

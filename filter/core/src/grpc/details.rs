@@ -5,7 +5,7 @@ use base64::Engine;
 use prost_reflect::DescriptorPool;
 use serde_json::Value;
 
-use crate::proto_json::render::{render, RenderError};
+use crate::proto_json::render::{render, RenderError, RenderPlan};
 use crate::proto_json::wire::{Reader, WireValue};
 
 /// Decodes status details with the `google.rpc` messages of the embedded descriptor set, so
@@ -53,7 +53,7 @@ impl StatusDetails {
     fn render_detail(&self, type_url: &str, bytes: &[u8], limit: usize) -> Option<(String, usize)> {
         let name = type_url.rsplit('/').next().unwrap_or(type_url);
         let descriptor = self.pool.get_message_by_name(name);
-        let rendered = descriptor.map(|descriptor| render(&descriptor, bytes, limit));
+        let rendered = descriptor.map(|descriptor| render(&RenderPlan::new(&descriptor), bytes, limit));
         if let Some(Err(RenderError::TooLarge { .. })) = rendered {
             return None;
         }

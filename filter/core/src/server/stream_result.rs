@@ -77,13 +77,13 @@ impl Server {
         stream: &StreamCollector,
         reason: EndReason,
     ) -> Result<String, (u32, String)> {
-        let output = tool.method.output();
+        let plan = tool.response_plan();
         let limit = self.limits.rendered_bytes();
         let mut json = String::with_capacity(64);
         json.push_str(&format!(r#"{{"{MESSAGES}":["#));
         for (index, message) in stream.messages().iter().enumerate() {
             let left = limit.saturating_sub(json.len());
-            let rendered = render(&output, message, left).map_err(|error| match error {
+            let rendered = render(plan, message, left).map_err(|error| match error {
                 RenderError::Invalid(why) => {
                     let words = format!(
                         "{} answered with a message that could not be decoded: {why}",

@@ -87,7 +87,7 @@ impl Server {
     /// With the call's gRPC status (INTERNAL for a response that cannot be decoded).
     fn content_or_failure(&self, tool: &Tool, grpc: GrpcReply<'_>) -> (u32, Result<String, String>) {
         if grpc.status == OK {
-            return match render(&tool.method.output(), grpc.body, self.limits.rendered_bytes()) {
+            return match render(tool.response_plan(), grpc.body, self.limits.rendered_bytes()) {
                 Ok(content) => (OK, Ok(wrap_content(tool.wrap_output, content))),
                 Err(RenderError::Invalid(why)) => (
                     INTERNAL,

@@ -1,11 +1,14 @@
 //! Upstream answers (protobuf bytes) straight to JSON text, in the forms of the mapping table,
 //! with proto field names, and with every field that has no presence (at its default when
 //! unset) so a model always sees the whole shape. No message is built in between: the bytes
-//! are indexed by field number, then written in the order the descriptor declares.
+//! are indexed by field number, then written in the order the descriptor declares, following
+//! a [`RenderPlan`] made from the descriptors once per tool.
 //!
 //! Protobuf's own rules apply: the last value of a singular field wins, a message given more
 //! than once is merged, the last member set of a oneof is the one, the last entry of a map key
 //! wins, and fields the descriptor does not know are skipped.
+
+use std::collections::HashMap;
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor, OneofDescriptor};
 
@@ -35,17 +38,153 @@ pub enum RenderError {
     TooLarge { limit: usize },
 }
 
-/// The answer `bytes`, a `message`, as JSON text of at most `limit` bytes, give or take one
-/// scalar: rendering stops as soon as the text has grown past it, before the rest is built.
-pub fn render(message: &MessageDescriptor, bytes: &[u8], limit: usize) -> Result<String, RenderError> {
+/// The answer `bytes`, a message of `plan`'s type, as JSON text of at most `limit` bytes, give
+/// or take one scalar: rendering stops as soon as the text has grown past it, before the rest
+/// is built.
+pub fn render(plan: &RenderPlan, bytes: &[u8], limit: usize) -> Result<String, RenderError> {
     let mut out = String::with_capacity((bytes.len() * 2 + 64).min(limit));
     let level = Level::root(limit);
-    let written = write_message(&mut out, message, bytes, level).and_then(|()| level.check(&out));
+    let written = plan
+        .root()
+        .and_then(|root| write_message(&mut out, plan, root, bytes, level))
+        .and_then(|()| level.check(&out));
     written.map_err(|why| match why {
-        Why::Invalid(why) => RenderError::Invalid(format!("not a valid {}: {why}", message.full_name())),
+        Why::Invalid(why) => RenderError::Invalid(format!("not a valid {}: {why}", plan.root_name())),
         Why::TooLarge => RenderError::TooLarge { limit },
     })?;
     Ok(out)
+}
+
+/// How to write a message type and every message type inside it, worked out from their
+/// descriptors once: each field's key, shape and kind, read from here for every field of every
+/// answer instead of from the descriptor pool (each field it hands out holds a counted share
+/// of the pool). The types are numbered, so a recursive one refers to itself by number.
+#[derive(Debug)]
+pub struct RenderPlan {
+    /// The root type first, then the others as they were found.
+    messages: Vec<MessagePlan>,
+}
+
+#[derive(Debug)]
+struct MessagePlan {
+    message: MessageDescriptor,
+    well_known: Option<WellKnown>,
+    /// Some field is in a oneof that is not a proto3 `optional`.
+    has_oneofs: bool,
+    fields: Vec<FieldPlan>,
+}
+
+#[derive(Debug)]
+struct FieldPlan {
+    field: FieldDescriptor,
+    number: u32,
+    /// `"name":`, quoted once.
+    key: Box<str>,
+    shape: Shape,
+    kind: Kind,
+    /// The number of the message type this field holds (a map's entry type, for a map).
+    nested: Option<usize>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Shape {
+    /// Left out when absent if it has presence (a message, a oneof member, `optional`);
+    /// written at its default otherwise.
+    Singular {
+        skipped_when_absent: bool,
+    },
+    List,
+    Map,
+}
+
+impl RenderPlan {
+    pub fn new(root: &MessageDescriptor) -> Self {
+        let mut numbers: HashMap<String, usize> = HashMap::from([(root.full_name().to_owned(), 0)]);
+        let mut found = vec![root.clone()];
+        let mut messages = Vec::new();
+        while let Some(message) = found.get(messages.len()).cloned() {
+            let well_known = WellKnown::of(&message);
+            // A well-known type is written from its bytes, not field by field.
+            let fields = if well_known.is_some() {
+                Vec::new()
+            } else {
+                message
+                    .fields()
+                    .map(|field| {
+                        let kind = field.kind();
+                        let nested = match &kind {
+                            Kind::Message(inner) => {
+                                let next = numbers.len();
+                                let number = *numbers.entry(inner.full_name().to_owned()).or_insert(next);
+                                if number == next {
+                                    found.push(inner.clone());
+                                }
+                                Some(number)
+                            }
+                            _ => None,
+                        };
+                        FieldPlan::new(field, kind, nested)
+                    })
+                    .collect()
+            };
+            let has_oneofs = message.oneofs().any(|oneof| !oneof.is_synthetic());
+            messages.push(MessagePlan {
+                has_oneofs,
+                message,
+                well_known,
+                fields,
+            });
+        }
+        RenderPlan { messages }
+    }
+
+    /// The root type's plan: always there, since [`RenderPlan::new`] starts with it.
+    fn root(&self) -> Result<&MessagePlan, Why> {
+        self.messages
+            .first()
+            .ok_or_else(|| Why::from("a render plan has no message"))
+    }
+
+    fn root_name(&self) -> &str {
+        self.messages.first().map_or("message", |root| root.message.full_name())
+    }
+
+    /// The plan of the message type `field` holds, if it holds one.
+    fn nested(&self, field: &FieldPlan) -> Option<&MessagePlan> {
+        self.messages.get(field.nested?)
+    }
+}
+
+impl MessagePlan {
+    /// The plan of a map entry's key (field 1) or value (field 2).
+    fn entry_field(&self, number: u32) -> Option<&FieldPlan> {
+        self.fields.iter().find(|field| field.number == number)
+    }
+}
+
+impl FieldPlan {
+    fn new(field: FieldDescriptor, kind: Kind, nested: Option<usize>) -> Self {
+        let mut key = String::with_capacity(field.name().len() + 3);
+        write_string(&mut key, field.name());
+        key.push(':');
+        let shape = if field.is_map() {
+            Shape::Map
+        } else if field.is_list() {
+            Shape::List
+        } else {
+            Shape::Singular {
+                skipped_when_absent: field.supports_presence(),
+            }
+        };
+        FieldPlan {
+            number: field.number(),
+            key: key.into_boxed_str(),
+            shape,
+            kind,
+            field,
+            nested,
+        }
+    }
 }
 
 /// Why rendering stopped.
@@ -117,9 +256,10 @@ pub(super) struct Occurrence<'a> {
     pub(super) value: WireValue<'a>,
 }
 
-pub(super) fn write_message(
+fn write_message(
     out: &mut String,
-    message: &MessageDescriptor,
+    plan: &RenderPlan,
+    message: &MessagePlan,
     bytes: &[u8],
     level: Level,
 ) -> Result<(), Why> {
@@ -127,44 +267,53 @@ pub(super) fn write_message(
         return Err(format!("messages are nested more than {MAX_DEPTH} deep").into());
     }
     level.check(out)?;
-    if let Some(well_known) = WellKnown::of(message) {
-        return write_well_known(out, &well_known, message, bytes, level);
+    if let Some(well_known) = &message.well_known {
+        return write_well_known(out, well_known, &message.message, bytes, level);
     }
     let mut fields = index(bytes)?;
-    let winners = oneof_winners(message, &fields);
+    let winners = if message.has_oneofs {
+        oneof_winners(&message.message, &fields)
+    } else {
+        Vec::new()
+    };
     // Stable: occurrences of one field stay in wire order.
     fields.sort_by_key(|occurrence| occurrence.number);
     out.push('{');
     let mut first = true;
-    for field in message.fields() {
-        let start = fields.partition_point(|occurrence| occurrence.number < field.number());
-        let end = fields.partition_point(|occurrence| occurrence.number <= field.number());
+    for field in &message.fields {
+        let start = fields.partition_point(|occurrence| occurrence.number < field.number);
+        let end = fields.partition_point(|occurrence| occurrence.number <= field.number);
         let occurrences = &fields[start..end];
         let present = !occurrences.is_empty();
         // Without winners no member of a oneof is present, and none can have lost.
         let lost = present
             && !winners.is_empty()
             && field
+                .field
                 .containing_oneof()
                 .filter(|oneof| !oneof.is_synthetic())
-                .is_some_and(|oneof| !winners.contains(&(oneof, field.number())));
-        if field.supports_presence() && !field.is_list() && !field.is_map() && (!present || lost) {
+                .is_some_and(|oneof| !winners.contains(&(oneof, field.number)));
+        if matches!(
+            field.shape,
+            Shape::Singular {
+                skipped_when_absent: true
+            }
+        ) && (!present || lost)
+        {
             continue;
         }
         if !first {
             out.push(',');
         }
         first = false;
-        write_string(out, field.name());
-        out.push(':');
-        if field.is_map() {
-            write_map(out, &field, occurrences, level)?;
-        } else if field.is_list() {
-            write_list(out, &field, occurrences, level)?;
-        } else if let Some(last) = occurrences.last() {
-            write_singular(out, &field, occurrences, last, level)?;
-        } else {
-            write_default(out, &field);
+        out.push_str(&field.key);
+        match field.shape {
+            Shape::Map => write_map(out, plan, field, occurrences, level)?,
+            Shape::List => write_list(out, plan, field, occurrences, level)?,
+            Shape::Singular { .. } => match occurrences.last() {
+                Some(last) => write_singular(out, plan, field, occurrences, last, level)?,
+                None => write_default(out, &field.field),
+            },
         }
         level.check(out)?;
     }
@@ -211,24 +360,31 @@ fn oneof_winners(message: &MessageDescriptor, fields: &[Occurrence<'_>]) -> Vec<
 
 fn write_singular(
     out: &mut String,
-    field: &FieldDescriptor,
+    plan: &RenderPlan,
+    field: &FieldPlan,
     occurrences: &[Occurrence<'_>],
     last: &Occurrence<'_>,
     level: Level,
 ) -> Result<(), Why> {
-    let Kind::Message(message) = field.kind() else {
-        return write_scalar(out, field, &field.kind(), last.value);
+    let Some(message) = plan.nested(field) else {
+        return write_scalar(out, &field.field, &field.kind, last.value);
     };
     // A message given more than once is their merge, which is what their bytes concatenated
     // decode to.
     if let [only] = occurrences {
-        return write_message(out, &message, message_bytes(field, only.value)?, level.deeper());
+        return write_message(
+            out,
+            plan,
+            message,
+            message_bytes(&field.field, only.value)?,
+            level.deeper(),
+        );
     }
     let mut merged = Vec::new();
     for occurrence in occurrences {
-        merged.extend_from_slice(message_bytes(field, occurrence.value)?);
+        merged.extend_from_slice(message_bytes(&field.field, occurrence.value)?);
     }
-    write_message(out, &message, &merged, level.deeper())
+    write_message(out, plan, message, &merged, level.deeper())
 }
 
 fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'a [u8], Why> {
@@ -240,11 +396,12 @@ fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'
 
 fn write_list(
     out: &mut String,
-    field: &FieldDescriptor,
+    plan: &RenderPlan,
+    field: &FieldPlan,
     occurrences: &[Occurrence<'_>],
     level: Level,
 ) -> Result<(), Why> {
-    let kind = field.kind();
+    let (kind, descriptor) = (&field.kind, &field.field);
     out.push('[');
     let mut first = true;
     let mut separate = |out: &mut String| {
@@ -253,14 +410,15 @@ fn write_list(
         }
         first = false;
     };
+    let message = plan.nested(field);
     for occurrence in occurrences {
-        match (&kind, occurrence.value) {
-            (Kind::Message(message), value) => {
+        match (message, occurrence.value) {
+            (Some(message), value) => {
                 separate(out);
-                write_message(out, message, message_bytes(field, value)?, level.deeper())?;
+                write_message(out, plan, message, message_bytes(descriptor, value)?, level.deeper())?;
             }
             // Numbers may come packed, whatever the descriptor says.
-            (kind, WireValue::Len(packed)) if is_packable(kind) => {
+            (None, WireValue::Len(packed)) if is_packable(kind) => {
                 let mut reader = Reader::new(packed);
                 while !reader.is_empty() {
                     separate(out);
@@ -269,13 +427,13 @@ fn write_list(
                         Some(_) => WireValue::Fixed64(u64::from_le_bytes(take::<8>(&mut reader)?)),
                         None => WireValue::Varint(reader.varint().map_err(str::to_owned)?),
                     };
-                    write_scalar(out, field, kind, value)?;
+                    write_scalar(out, descriptor, kind, value)?;
                     level.check(out)?;
                 }
             }
-            (kind, value) => {
+            (None, value) => {
                 separate(out);
-                write_scalar(out, field, kind, value)?;
+                write_scalar(out, descriptor, kind, value)?;
             }
         }
         level.check(out)?;
@@ -290,19 +448,20 @@ fn take<const N: usize>(reader: &mut Reader<'_>) -> Result<[u8; N], Why> {
 
 fn write_map(
     out: &mut String,
-    field: &FieldDescriptor,
+    plan: &RenderPlan,
+    field: &FieldPlan,
     occurrences: &[Occurrence<'_>],
     level: Level,
 ) -> Result<(), Why> {
-    let Kind::Message(entry) = field.kind() else {
-        return Err(wrong_wire_type(field));
+    let entry = plan.nested(field).ok_or_else(|| wrong_wire_type(&field.field))?;
+    let (Some(key_field), Some(value_field)) = (entry.entry_field(1), entry.entry_field(2)) else {
+        return Err(format!("map field {} has no key or no value", field.field.name()).into());
     };
-    let (key_field, value_field) = (entry.map_entry_key_field(), entry.map_entry_value_field());
     let mut entries: Vec<(String, Option<WireValue<'_>>)> = Vec::with_capacity(occurrences.len());
     for occurrence in occurrences {
         let mut key = None;
         let mut value = None;
-        let mut reader = Reader::new(message_bytes(field, occurrence.value)?);
+        let mut reader = Reader::new(message_bytes(&field.field, occurrence.value)?);
         while let Some(part) = reader.field().map_err(str::to_owned)? {
             match part.number {
                 1 => key = Some(part.value),
@@ -312,8 +471,8 @@ fn write_map(
         }
         let mut key_text = String::new();
         match key {
-            Some(key) => write_scalar(&mut key_text, &key_field, &key_field.kind(), key)?,
-            None => write_default(&mut key_text, &key_field),
+            Some(key) => write_scalar(&mut key_text, &key_field.field, &key_field.kind, key)?,
+            None => write_default(&mut key_text, &key_field.field),
         }
         // JSON keys are strings: a number or boolean key is written in quotes.
         if !key_text.starts_with('"') {
@@ -322,6 +481,7 @@ fn write_map(
         entries.push((key_text, value));
     }
     let entries = each_key_once(entries);
+    let value_message = plan.nested(value_field);
     out.push('{');
     for (index, (key, value)) in entries.iter().enumerate() {
         if index > 0 {
@@ -329,13 +489,17 @@ fn write_map(
         }
         out.push_str(key);
         out.push(':');
-        match (value, value_field.kind()) {
-            (Some(value), Kind::Message(message)) => {
-                write_message(out, &message, message_bytes(&value_field, *value)?, level.deeper())?
-            }
-            (Some(value), kind) => write_scalar(out, &value_field, &kind, *value)?,
-            (None, Kind::Message(message)) => write_message(out, &message, &[], level.deeper())?,
-            (None, _) => write_default(out, &value_field),
+        match (value, value_message) {
+            (Some(value), Some(message)) => write_message(
+                out,
+                plan,
+                message,
+                message_bytes(&value_field.field, *value)?,
+                level.deeper(),
+            )?,
+            (Some(value), None) => write_scalar(out, &value_field.field, &value_field.kind, *value)?,
+            (None, Some(message)) => write_message(out, plan, message, &[], level.deeper())?,
+            (None, None) => write_default(out, &value_field.field),
         }
         level.check(out)?;
     }

@@ -10,6 +10,11 @@ fn message(name: &str) -> MessageDescriptor {
     embedded_pool().unwrap().get_message_by_name(name).unwrap()
 }
 
+/// [`super::render`] with a plan made for the one answer.
+fn render(message: &MessageDescriptor, bytes: &[u8], limit: usize) -> Result<String, RenderError> {
+    super::render(&RenderPlan::new(message), bytes, limit)
+}
+
 fn rendered(name: &str, bytes: &[u8]) -> Value {
     serde_json::from_str(&render(&message(name), bytes, UNBOUNDED).unwrap()).unwrap()
 }
@@ -163,5 +168,26 @@ proptest::proptest! {
             };
             proptest::prop_assert_eq!(out, expected);
         }
+    }
+}
+
+#[test]
+fn a_plan_holds_each_type_once_and_serves_answer_after_answer() {
+    let plan = RenderPlan::new(&message("test.kitchensink.v1.Tree"));
+    let types: Vec<&str> = plan.messages.iter().map(|plan| plan.message.full_name()).collect();
+    // Recursion refers back to a type's number: Tree and Forest, however deep answers nest.
+    assert_eq!(types, ["test.kitchensink.v1.Tree", "test.kitchensink.v1.Forest"]);
+    // Tree { label: "a", children: [Tree { label: "b" }], forest: Forest { trees: [Tree { label: "c" }] } }
+    let bytes = [
+        0x0a, 0x01, b'a', 0x12, 0x03, 0x0a, 0x01, b'b', 0x1a, 0x05, 0x0a, 0x03, 0x0a, 0x01, b'c',
+    ];
+    let expected = json!({
+        "label": "a",
+        "children": [{"label": "b", "children": []}],
+        "forest": {"trees": [{"label": "c", "children": []}]}
+    });
+    for _ in 0..2 {
+        let text = super::render(&plan, &bytes, UNBOUNDED).unwrap();
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
     }
 }

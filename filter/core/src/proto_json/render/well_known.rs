@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use prost_reflect::MessageDescriptor;
 
 use super::scalar::{write_default, write_float, write_scalar, write_string};
-use super::{index, write_message, Level, Occurrence, Why, MAX_DEPTH};
+use super::{index, write_message, Level, Occurrence, RenderPlan, Why, MAX_DEPTH};
 use crate::proto_json::time::{write_duration, write_timestamp};
 use crate::proto_json::wire::{Reader, WireValue};
 use crate::proto_json::WellKnown;
@@ -183,7 +183,8 @@ fn write_any(out: &mut String, any: &MessageDescriptor, fields: &[Occurrence<'_>
         .get_message_by_name(name)
         .ok_or_else(|| format!("an Any holds a {name}, which is not in the descriptor set"))?;
     let mut inner = String::new();
-    write_message(&mut inner, &message, value, level.apart(out))?;
+    let plan = RenderPlan::new(&message);
+    write_message(&mut inner, &plan, plan.root()?, value, level.apart(out))?;
     out.push_str("{\"@type\":");
     write_string(out, type_url);
     if WellKnown::of(&message).is_some() {

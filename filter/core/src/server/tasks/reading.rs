@@ -7,7 +7,7 @@ use crate::catalog::Tool;
 use crate::grpc::call_end::CallEnd;
 use crate::grpc::status::{readable_message, CANCELLED, INTERNAL, OK, RESOURCE_EXHAUSTED};
 use crate::observe::TaskOutcome;
-use crate::proto_json::render::{render, RenderError};
+use crate::proto_json::render::{render, RenderError, RenderPlan};
 use crate::server::tool_result::{grpc_failure_text, rpc_name, ToolResult};
 use crate::server::Server;
 use crate::tasks::operation::{Operation, State};
@@ -92,7 +92,7 @@ impl Server {
                     // A service that gives no result: the response type with every field unset.
                     None => &[],
                 };
-                let content = match render(&spec.response, bytes, self.limits.rendered_bytes()) {
+                let content = match render(&RenderPlan::new(&spec.response), bytes, self.limits.rendered_bytes()) {
                     Ok(content) => Ok(wrap_content(tool.wrap_output, content)),
                     Err(RenderError::Invalid(why)) => Err(format!(
                         "{} finished operation {} with a response that could not be decoded: {why}",
@@ -179,7 +179,7 @@ impl Server {
         let pool = tool.method.parent_pool();
         let rendered = metadata.and_then(|any| {
             let descriptor = pool.get_message_by_name(any.type_name())?;
-            render(&descriptor, &any.value, self.limits.rendered_bytes()).ok()
+            render(&RenderPlan::new(&descriptor), &any.value, self.limits.rendered_bytes()).ok()
         });
         match (metadata, rendered) {
             (_, Some(json)) => format!("Operation {} is running: {json}", operation.name),
