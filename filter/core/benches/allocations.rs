@@ -4,11 +4,15 @@
 //! The same `CatalogService_GetItem` call as `hot_path`, counted instead of timed (the counting
 //! allocator takes a lock per allocation, so it lives in its own binary). With
 //! `SWITCHBLADE_DHAT=1` it also writes `dhat-heap.json`, each allocation site with its stack.
+//! Then what the call's tool keeps once it has answered: its render plan.
 
 // A benchmark: a broken expectation should stop it loudly.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::hint::black_box;
+
+use switchblade_core::descriptors::embedded_pool;
+use switchblade_core::proto_json::render::RenderPlan;
 
 mod get_item;
 use get_item::GetItem;
@@ -38,8 +42,23 @@ fn main() {
         request_half += planned - before;
         reply_half += blocks() - planned;
     }
+    let item = embedded_pool()
+        .unwrap()
+        .get_message_by_name("demo.catalog.v1.Item")
+        .unwrap();
+    let held_before = dhat::HeapStats::get();
+    let plan = RenderPlan::new(&item);
+    let held = dhat::HeapStats::get();
+    black_box(&plan);
     drop(profiler);
     println!("tools/call CatalogService_GetItem, natively, blocks allocated per call:");
     println!("  request half (parse, validate, encode)    {:8}", request_half / CALLS);
     println!("  reply half (decode, render the result)    {:8}", reply_half / CALLS);
+    println!(
+        "the tool's render plan (demo.catalog.v1.Item and the types inside): {} bytes in {} blocks, \
+         plus {} bytes for the plan itself",
+        held.curr_bytes - held_before.curr_bytes,
+        held.curr_blocks - held_before.curr_blocks,
+        std::mem::size_of_val(&plan),
+    );
 }
