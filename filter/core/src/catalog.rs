@@ -64,6 +64,16 @@ pub struct TaskTool {
     pub operation: OperationSpec,
     /// The Envoy cluster that serves `google.longrunning.Operations` for it.
     pub operations_cluster: String,
+    /// How to write the operation's response as JSON: made on the first result, as a tool's.
+    response_plan: OnceLock<RenderPlan>,
+}
+
+impl TaskTool {
+    /// How to write the operation's response, the tool's output, as JSON.
+    pub fn response_plan(&self) -> &RenderPlan {
+        self.response_plan
+            .get_or_init(|| RenderPlan::new(&self.operation.response))
+    }
 }
 
 impl Tool {
@@ -381,6 +391,7 @@ fn build_tool(
                 .operations_cluster
                 .clone()
                 .unwrap_or_else(|| config.cluster.clone()),
+            response_plan: OnceLock::new(),
         }),
     })
 }

@@ -146,7 +146,7 @@ impl RenderPlan {
     }
 
     fn root_name(&self) -> &str {
-        self.messages.first().map_or("message", |root| root.message.full_name())
+        self.root().map_or("message", |root| root.message.full_name())
     }
 
     /// The plan of the message type `field` holds, if it holds one.
@@ -336,12 +336,10 @@ pub(super) fn index(bytes: &[u8]) -> Result<Vec<Occurrence<'_>>, Why> {
     Ok(fields)
 }
 
-/// For each oneof, the member set last on the wire: the only one written.
+/// For each oneof, the member set last on the wire: the only one written. For a message whose
+/// plan says it has a oneof that is not a proto3 `optional`; others have no winners.
 fn oneof_winners(message: &MessageDescriptor, fields: &[Occurrence<'_>]) -> Vec<(OneofDescriptor, u32)> {
     let mut winners: Vec<(OneofDescriptor, u32)> = Vec::new();
-    if message.oneofs().all(|oneof| oneof.is_synthetic()) {
-        return winners;
-    }
     for occurrence in fields {
         let Some(oneof) = message
             .get_field(occurrence.number)

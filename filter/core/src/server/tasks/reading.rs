@@ -62,7 +62,7 @@ impl Server {
 
     /// The result of a done operation.
     pub(super) fn finished(&self, tool: &Tool, operation: &Operation) -> Finished {
-        let Some(spec) = tool.task.as_ref().map(|task| &task.operation) else {
+        let Some(task) = &tool.task else {
             return Finished {
                 outcome: TaskOutcome::UpstreamError,
                 content: Err(format!("{} is not a task tool", tool.name)),
@@ -74,7 +74,7 @@ impl Server {
                 content: Err(format!("operation {} is still running", operation.name)),
             },
             State::Succeeded(response) => {
-                let expected = spec.response.full_name();
+                let expected = task.operation.response.full_name();
                 let bytes = match response {
                     Some(any) if any.type_name() == expected => any.value.as_slice(),
                     Some(any) => {
@@ -92,7 +92,7 @@ impl Server {
                     // A service that gives no result: the response type with every field unset.
                     None => &[],
                 };
-                let content = match render(&RenderPlan::new(&spec.response), bytes, self.limits.rendered_bytes()) {
+                let content = match render(task.response_plan(), bytes, self.limits.rendered_bytes()) {
                     Ok(content) => Ok(wrap_content(tool.wrap_output, content)),
                     Err(RenderError::Invalid(why)) => Err(format!(
                         "{} finished operation {} with a response that could not be decoded: {why}",
