@@ -2,6 +2,7 @@
 
 use serde_json::{json, Map, Value};
 
+use crate::proto_json::render::write_string;
 use crate::unique_keys::{self, DuplicateKey, ParseError};
 
 pub const PARSE_ERROR: i64 = -32700;
@@ -184,14 +185,37 @@ pub(crate) fn is_valid_id(id: &Value) -> bool {
 
 /// `{"jsonrpc":"2.0","id":…,"result":…}` with a result that is already JSON text.
 pub fn success_raw(id: &Value, result_json: &str) -> Vec<u8> {
-    let id = serde_json::to_string(id).unwrap_or_else(|_| "null".into());
-    let mut body = Vec::with_capacity(result_json.len() + id.len() + 32);
-    body.extend_from_slice(b"{\"jsonrpc\":\"2.0\",\"id\":");
-    body.extend_from_slice(id.as_bytes());
-    body.extend_from_slice(b",\"result\":");
-    body.extend_from_slice(result_json.as_bytes());
-    body.push(b'}');
-    body
+    success_written(id, result_json.len(), |body| body.push_str(result_json))
+}
+
+/// The same, with the result written by `write_result` straight into the body (`result_len`:
+/// about how long it is), so that a result made for this answer is not copied into it.
+pub fn success_written(id: &Value, result_len: usize, write_result: impl FnOnce(&mut String)) -> Vec<u8> {
+    const HEAD: &str = r#"{"jsonrpc":"2.0","id":"#;
+    const RESULT: &str = r#","result":"#;
+    // Room for an integer id or a short string one; a longer one grows the body once.
+    const ID_ROOM: usize = 24;
+    let mut body = String::with_capacity(HEAD.len() + ID_ROOM + RESULT.len() + result_len + 1);
+    body.push_str(HEAD);
+    write_id(&mut body, id);
+    body.push_str(RESULT);
+    write_result(&mut body);
+    body.push('}');
+    body.into_bytes()
+}
+
+/// An id as JSON: the integers and strings MCP allows written directly, anything else through
+/// serde_json.
+fn write_id(body: &mut String, id: &Value) {
+    match id {
+        Value::String(id) => write_string(body, id),
+        Value::Number(number) => match (number.as_u64(), number.as_i64()) {
+            (Some(id), _) => body.push_str(itoa::Buffer::new().format(id)),
+            (None, Some(id)) => body.push_str(itoa::Buffer::new().format(id)),
+            (None, None) => body.push_str(&number.to_string()),
+        },
+        other => body.push_str(&other.to_string()),
+    }
 }
 
 pub fn encode(value: &Value) -> Vec<u8> {
@@ -317,6 +341,20 @@ mod tests {
             success_raw(&json!("x"), "{}"),
             br#"{"jsonrpc":"2.0","id":"x","result":{}}"#
         );
+        // Every id as serde_json writes it.
+        for id in [
+            json!(0),
+            json!(-7),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!("q\"\\\n\u{1}é"),
+            json!(1.5),
+            Value::Null,
+        ] {
+            let written = success_written(&id, 2, |body| body.push_str("[]"));
+            let expected = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":[]}}"#);
+            assert_eq!(String::from_utf8(written).unwrap(), expected);
+        }
         let error = RpcError::new(&json!(2), METHOD_NOT_FOUND, "no").with_data(json!({"a": 1}));
         assert_eq!(
             error.to_value(),

@@ -40,7 +40,7 @@ pub struct Config {
     /// Ids of the label sets most requests use, defined without labels (their names carry
     /// them, and Envoy gives a labeled stat the same name): using a labeled stat costs Envoy a
     /// name lookup each time, one of these an add.
-    predefined_ids: HashMap<String, usize>,
+    predefined_ids: HashMap<String, usize, foldhash::fast::RandomState>,
     /// The rate limits' counters, shared by every worker (and by the servers live reflection
     /// swaps in: calls in flight keep their places).
     counters: Counters,
@@ -196,7 +196,7 @@ impl Config {
         }
         let index = Metric::ALL.iter().position(|known| *known == sample.metric)?;
         let id = self.metric_ids.get(index).copied().flatten()?;
-        Some((id, &sample.labels))
+        Some((id, &*sample.labels))
     }
 }
 

@@ -15,7 +15,7 @@ use switchblade_core::access::Caller;
 use switchblade_core::cancel::{CancelKey, CANCELLED_COMMENT};
 use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
+use switchblade_core::http::{header_text, is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
 use switchblade_core::upstream::UpstreamCall;
@@ -34,6 +34,11 @@ pub const DEADLINE_PASSED: u64 = 1;
 pub const CANCELLED: u64 = 2;
 /// The wake-up that says a task's next poll is due.
 pub const POLL_DUE: u64 = 3;
+
+/// Room for a sample's stat name at once: the longest a request usually writes is a tool's
+/// call counter, `tool_calls.tool.<tool>.outcome.success.grpc_status.OK`, 49 bytes and the
+/// tool's name.
+const STAT_NAME_CAPACITY: usize = 128;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -136,7 +141,7 @@ impl Exchange {
     pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
         let server = self.server();
         let path = host.header(HeaderMap::Request, ":path").unwrap_or_default();
-        let path = String::from_utf8_lossy(&path);
+        let path = header_text(&path);
         // An MCP request's headers are copied out whole, once; another path's are only asked.
         let map = is_mcp_path(&path, server.mcp_path()).then(|| host.headers(HeaderMap::Request));
         // Envoy chose this request's route before any filter ran: a client's routing header
@@ -432,7 +437,7 @@ impl Exchange {
     /// this stream's other hooks.
     fn publish(&self, host: &impl StreamHost) {
         let observed = self.observed.borrow();
-        let mut name = String::with_capacity(64);
+        let mut name = String::with_capacity(STAT_NAME_CAPACITY);
         for sample in observed.samples() {
             let Some((id, labels)) = self.config.stat_of(&sample, &mut name) else {
                 continue;

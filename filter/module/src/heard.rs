@@ -5,8 +5,11 @@ use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::HeaderCopy;
 
 pub enum Heard {
-    Part(OwnedPart),
-    Ended { reset: bool },
+    /// Boxed: a header copy keeps the ends of its first headers in place, and this is rare.
+    Part(Box<OwnedPart>),
+    Ended {
+        reset: bool,
+    },
 }
 
 /// A part of a call's answer, owned.
@@ -19,12 +22,12 @@ pub enum OwnedPart {
 
 impl From<CallPart<'_>> for Heard {
     fn from(part: CallPart<'_>) -> Self {
-        Heard::Part(match part {
+        Heard::Part(Box::new(match part {
             CallPart::Headers(headers) => OwnedPart::Headers(headers),
             CallPart::Data(data) => OwnedPart::Data(data.to_vec()),
             CallPart::Message(message) => OwnedPart::Message(message.to_vec()),
             CallPart::Trailers(trailers) => OwnedPart::Trailers(trailers),
-        })
+        }))
     }
 }
 

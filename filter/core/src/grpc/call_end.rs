@@ -4,7 +4,7 @@
 
 use super::frame::{unframe, FRAME_PREFIX};
 use crate::grpc::status::UNAVAILABLE;
-use crate::http::{HeaderCopy, HeaderPair};
+use crate::http::{HeaderCopy, HeaderList, HeaderPair};
 use crate::streams::StreamCollector;
 
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
@@ -149,7 +149,7 @@ impl CallResponse {
     }
 
     /// Headers, the body kept, and trailers, for a reader of the whole answer.
-    pub(crate) fn parts(&self) -> (Vec<HeaderPair<'_>>, &[u8], Vec<HeaderPair<'_>>) {
+    pub(crate) fn parts(&self) -> (HeaderList<HeaderPair<'_>>, &[u8], HeaderList<HeaderPair<'_>>) {
         (self.headers.pairs(), &self.body, self.trailers.pairs())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::borrow::Cow;
 
-use super::HeaderPair;
+use super::{header_text, HeaderPair};
 
 /// The request headers the MCP endpoint looks at.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -65,10 +65,7 @@ impl McpHeaders {
     /// The same, from the pairs as a host hands them over: values that are not UTF-8 are read
     /// with replacement characters (and so match no expected value) instead of being lost.
     pub fn from_header_pairs(pairs: &[HeaderPair<'_>], forward: &[String]) -> Self {
-        // Borrowed when the value is valid UTF-8, as it almost always is.
-        let pairs = pairs
-            .iter()
-            .map(|&(name, value)| (name, String::from_utf8_lossy(value)));
+        let pairs = pairs.iter().map(|&(name, value)| (name, header_text(value)));
         McpHeaders::from_pairs(pairs, forward)
     }
 
@@ -97,8 +94,10 @@ impl McpHeaders {
             return true;
         };
         accept.split(',').any(|range| {
-            let media_range = range.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
-            media_types.contains(&media_range.as_str())
+            let media_range = range.split(';').next().unwrap_or_default().trim();
+            media_types
+                .iter()
+                .any(|media_type| media_type.eq_ignore_ascii_case(media_range))
         })
     }
 }
@@ -153,6 +152,9 @@ mod tests {
         assert!(with(Some("application/json, text/event-stream"), None).accepts_json());
         assert!(with(Some("*/*"), None).accepts_json());
         assert!(with(Some("application/*;q=0.5"), None).accepts_json());
+        assert!(with(Some("text/html, Application/JSON"), None).accepts_json());
+        assert!(with(Some("TEXT/Event-Stream"), None).accepts_event_stream());
+        assert!(!with(Some("application/json"), None).accepts_event_stream());
         assert!(!with(Some("text/event-stream"), None).accepts_json());
         assert!(!with(Some("text/html"), None).accepts_json());
     }

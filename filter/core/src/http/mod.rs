@@ -2,19 +2,32 @@
 //! ([`McpHeaders`]), who may call and what it refuses before reading JSON ([`admit`],
 //! [`Refusal`]), and the answers it writes ([`HttpResponse`]).
 
+use std::borrow::Cow;
+
 mod admission;
 mod header_copy;
 mod headers;
 mod response;
 
 pub use admission::{admit, CallerPolicy, Refusal};
-pub use header_copy::{HeaderChanges, HeaderCopy};
+pub use header_copy::{HeaderChanges, HeaderCopy, HeaderList};
 pub use headers::McpHeaders;
 pub use response::HttpResponse;
 
 /// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
 /// (not always UTF-8).
 pub type HeaderPair<'a> = (&'a str, &'a [u8]);
+
+/// A header value (or a path) as text: borrowed when it is UTF-8, as it almost always is, and
+/// otherwise with replacement characters, so it matches no value the filter expects and is not
+/// lost. Checked with `from_utf8` first: `from_utf8_lossy` walks the bytes one at a time even
+/// when they are valid.
+pub fn header_text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
 
 /// What the filter does with a request, from its method and path alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,9 @@
 
 mod stats;
 
-pub use stats::{label_names, predefined_samples, tag_extraction_rules, Metric, MetricKind, Sample, STAT_PREFIX};
+pub use stats::{
+    label_names, predefined_samples, tag_extraction_rules, Labels, Metric, MetricKind, Sample, STAT_PREFIX,
+};
 
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -260,7 +262,7 @@ impl Observations {
         if let Some(refusal) = self.refusal {
             samples.push(Sample {
                 metric: Metric::HttpRefusals,
-                labels: vec![refusal.label()],
+                labels: [refusal.label()].into(),
                 value: 1,
             });
         }
@@ -268,20 +270,20 @@ impl Observations {
         for method in &self.methods {
             samples.push(Sample {
                 metric: Metric::Requests,
-                labels: vec![method, version],
+                labels: [method, version].into(),
                 value: 1,
             });
         }
         for call in &self.tool_calls {
             samples.push(Sample {
                 metric: Metric::ToolCalls,
-                labels: vec![call.tool(), call.outcome.label(), status_name(call.grpc_status)],
+                labels: [call.tool(), call.outcome.label(), status_name(call.grpc_status)].into(),
                 value: 1,
             });
             if let Some(time) = call.upstream_time {
                 samples.push(Sample {
                     metric: Metric::ToolUpstreamMs,
-                    labels: vec![call.tool()],
+                    labels: [call.tool()].into(),
                     value: u64::try_from(time.as_millis()).unwrap_or(u64::MAX),
                 });
             }
@@ -289,14 +291,14 @@ impl Observations {
         for step in &self.task_steps {
             samples.push(Sample {
                 metric: Metric::TaskSteps,
-                labels: vec![&step.tool.name, step.method, step.outcome.label()],
+                labels: [step.tool.name.as_str(), step.method, step.outcome.label()].into(),
                 value: 1,
             });
         }
         for refusal in &self.task_refusals {
             samples.push(Sample {
                 metric: Metric::TaskRefusals,
-                labels: vec![refusal.label()],
+                labels: [refusal.label()].into(),
                 value: 1,
             });
         }

@@ -25,7 +25,7 @@ fn extract(name: &str) -> (String, Vec<(&'static str, String)>) {
 fn tagged_names_come_back_as_one_metric_name_with_labels() {
     let sample = Sample {
         metric: Metric::ToolCalls,
-        labels: vec!["UserService_GetUser", "tool_error", "NOT_FOUND"],
+        labels: ["UserService_GetUser", "tool_error", "NOT_FOUND"].into(),
         value: 1,
     };
     let name = format!("wasmcustom.{}", sample.tagged_name());
@@ -49,7 +49,7 @@ fn tagged_names_come_back_as_one_metric_name_with_labels() {
 fn a_value_that_spells_a_label_name_stays_a_value() {
     let sample = Sample {
         metric: Metric::ToolCalls,
-        labels: vec!["outcome", "success", "OK"],
+        labels: ["outcome", "success", "OK"].into(),
         value: 1,
     };
     let (left, tags) = extract(&format!("wasmcustom.{}", sample.tagged_name()));
@@ -64,7 +64,7 @@ fn a_value_that_spells_a_label_name_stays_a_value() {
     );
     let method = Sample {
         metric: Metric::Requests,
-        labels: vec!["tools/call", "2025-06-18"],
+        labels: ["tools/call", "2025-06-18"].into(),
         value: 1,
     };
     let (left, tags) = extract(&format!("wasmcustom.{}", method.tagged_name()));
@@ -82,7 +82,7 @@ fn a_value_that_spells_a_label_name_stays_a_value() {
 fn the_modules_names_come_back_the_same() {
     let sample = Sample {
         metric: Metric::ToolUpstreamMs,
-        labels: vec!["CatalogService_GetItem"],
+        labels: ["CatalogService_GetItem"].into(),
         value: 3,
     };
     let name = format!("{STAT_PREFIX}.{}", sample.name_in_namespace());
@@ -96,7 +96,7 @@ fn the_modules_names_come_back_the_same() {
     assert_eq!(buffer, sample.name_in_namespace());
     let dotted = Sample {
         metric: Metric::ToolUpstreamMs,
-        labels: vec!["a.b"],
+        labels: ["a.b"].into(),
         value: 1,
     };
     dotted.write_name_in_namespace(&mut buffer);
@@ -113,7 +113,7 @@ fn predefined_label_sets_cover_each_method_version_refusal_and_tool_success() {
     assert_eq!(count(Metric::ToolUpstreamMs), 2);
     assert!(samples.contains(&Sample {
         metric: Metric::ToolCalls,
-        labels: vec!["B", "success", "OK"],
+        labels: ["B", "success", "OK"].into(),
         value: 0
     }));
     let names: std::collections::BTreeSet<String> = samples.iter().map(Sample::tagged_name).collect();
@@ -151,7 +151,7 @@ fn methods_are_counted_by_a_fixed_list() {
     observed.request("tools/call");
     observed.request("made/up/by/a/client");
     let samples = observed.samples();
-    let labels: Vec<_> = samples.iter().map(|sample| sample.labels.clone()).collect();
+    let labels: Vec<_> = samples.iter().map(|sample| sample.labels.to_vec()).collect();
     assert_eq!(labels, [["tools/call", "2025-06-18"], ["other", "2025-06-18"]]);
 }
 
@@ -192,7 +192,7 @@ fn log_values_are_cut_and_joined() {
         observed.samples(),
         [Sample {
             metric: Metric::HttpRefusals,
-            labels: vec!["batch"],
+            labels: ["batch"].into(),
             value: 1
         }]
     );

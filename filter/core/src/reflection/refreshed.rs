@@ -20,7 +20,7 @@ impl Refreshed {
     pub fn sample(&self) -> Sample<'static> {
         Sample {
             metric: Metric::ReflectionRefreshes,
-            labels: vec![self.label()],
+            labels: [self.label()].into(),
             value: 1,
         }
     }

@@ -31,7 +31,7 @@ use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::grpc::details::StatusDetails;
 use crate::http::Refusal;
-use crate::http::{admit, is_mcp_path, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
+use crate::http::{admit, header_text, is_mcp_path, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
 use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
@@ -290,7 +290,7 @@ impl Server {
             headers
                 .iter()
                 .find(|(key, _)| *key == name)
-                .map(|(_, value)| String::from_utf8_lossy(value))
+                .map(|(_, value)| header_text(value))
         };
         let method = text(":method").unwrap_or_default();
         if route(&method, path, &self.mcp_path) == Route::MethodNotAllowed {

@@ -36,6 +36,16 @@ impl RpcResponse {
         }
     }
 
+    /// A success whose result `write_result` writes straight into the body (see
+    /// [`jsonrpc::success_written`]).
+    pub(crate) fn written(id: &Value, result_len: usize, write_result: impl FnOnce(&mut String)) -> RpcResponse {
+        RpcResponse {
+            id: id.clone(),
+            status: 200,
+            body: jsonrpc::success_written(id, result_len, write_result),
+        }
+    }
+
     pub(crate) fn error(era: Era, error: &RpcError) -> RpcResponse {
         RpcResponse {
             id: error.id.clone(),

@@ -123,16 +123,24 @@ impl Server {
     /// Written as text: every successful call comes through here, and the structured
     /// content is already JSON text.
     pub(super) fn tool_result(&self, era: Era, id: &Value, result: &ToolResult<'_>) -> RpcResponse {
-        RpcResponse::raw(id, &self.tool_result_json(result, era == Era::Modern, None))
+        RpcResponse::written(id, result.json_len(), |body| {
+            self.write_tool_result(body, result, era == Era::Modern, None);
+        })
     }
 
-    /// A `CallToolResult` as JSON text: modern results carry `resultType` and the server's
-    /// identity; a legacy one may carry `_meta` (`legacy_meta`, an object's JSON: the task a
-    /// 2025-11-25 `tasks/result` belongs to).
+    /// A `CallToolResult` as JSON text: see [`Self::write_tool_result`].
     pub(super) fn tool_result_json(&self, result: &ToolResult<'_>, modern: bool, legacy_meta: Option<&str>) -> String {
-        let mut json = String::with_capacity(2 * result.text.len() + result.structured.map_or(0, str::len) + 160);
+        let mut json = String::with_capacity(result.json_len());
+        self.write_tool_result(&mut json, result, modern, legacy_meta);
+        json
+    }
+
+    /// Writes a `CallToolResult` as JSON text: modern results carry `resultType` and the
+    /// server's identity; a legacy one may carry `_meta` (`legacy_meta`, an object's JSON: the
+    /// task a 2025-11-25 `tasks/result` belongs to).
+    fn write_tool_result(&self, json: &mut String, result: &ToolResult<'_>, modern: bool, legacy_meta: Option<&str>) {
         json.push_str(r#"{"content":[{"type":"text","text":"#);
-        write_string(&mut json, result.text);
+        write_string(json, result.text);
         json.push_str("}]");
         if let Some(structured) = result.structured {
             json.push_str(r#","structuredContent":"#);
@@ -160,7 +168,7 @@ impl Server {
                 json.push_str(r#","_meta":{""#);
                 json.push_str(RETRY_AFTER_META);
                 json.push_str(r#"":"#);
-                json.push_str(&ms.to_string());
+                json.push_str(itoa::Buffer::new().format(ms));
                 // The server's identity after it, in the modern era: `{"io…/serverInfo": …}`
                 // without its opening brace.
                 match modern {
@@ -173,7 +181,6 @@ impl Server {
             }
         }
         json.push('}');
-        json
     }
 }
 
@@ -232,6 +239,12 @@ impl<'a> ToolResult<'a> {
             is_error: true,
             retry_after_ms: None,
         }
+    }
+
+    /// About how long its JSON is: the text escaped (a quote or two per key of a structured
+    /// result's copy), the structured content, and room for the rest.
+    fn json_len(&self) -> usize {
+        2 * self.text.len() + self.structured.map_or(0, str::len) + 160
     }
 
     /// With the time after which a retry may pass, in `_meta`.

@@ -11,6 +11,7 @@
 use std::collections::HashMap;
 
 use prost_reflect::{FieldDescriptor, Kind, MessageDescriptor, OneofDescriptor};
+use smallvec::SmallVec;
 
 mod scalar;
 mod well_known;
@@ -25,9 +26,13 @@ use well_known::write_well_known;
 /// shallow whatever an upstream sends.
 pub(super) const MAX_DEPTH: usize = 100;
 
-/// The most occurrences a message's index makes room for before it reads any: beyond that,
-/// it grows as the fields come.
-const MAX_INDEX_HINT: usize = 64;
+/// The occurrences a message's index holds on the stack (32 bytes each on a 64-bit target):
+/// most messages of an answer have fewer, and make no allocation for it; a larger one doubles
+/// its room as it grows.
+const INLINE_OCCURRENCES: usize = 16;
+
+/// A message's field occurrences, in wire order (see [`index`]).
+pub(super) type Occurrences<'a> = SmallVec<[Occurrence<'a>; INLINE_OCCURRENCES]>;
 
 /// Why an upstream answer could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -322,11 +327,9 @@ fn write_message(
 }
 
 /// Every field occurrence of a message, in wire order.
-pub(super) fn index(bytes: &[u8]) -> Result<Vec<Occurrence<'_>>, Why> {
+pub(super) fn index(bytes: &[u8]) -> Result<Occurrences<'_>, Why> {
     let mut reader = Reader::new(bytes);
-    // Room for a field per few bytes at once: growing from empty took three allocations
-    // for a message of a dozen fields.
-    let mut fields = Vec::with_capacity(bytes.len().div_ceil(4).min(MAX_INDEX_HINT));
+    let mut fields = Occurrences::new();
     while let Some(field) = reader.field().map_err(str::to_owned)? {
         fields.push(Occurrence {
             number: field.number,
