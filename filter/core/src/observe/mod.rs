@@ -17,6 +17,8 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use smallvec::smallvec;
+
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
 use crate::grpc::status::{
@@ -262,7 +264,7 @@ impl Observations {
         if let Some(refusal) = self.refusal {
             samples.push(Sample {
                 metric: Metric::HttpRefusals,
-                labels: [refusal.label()].into(),
+                labels: smallvec![refusal.label()],
                 value: 1,
             });
         }
@@ -270,20 +272,20 @@ impl Observations {
         for method in &self.methods {
             samples.push(Sample {
                 metric: Metric::Requests,
-                labels: [method, version].into(),
+                labels: smallvec![*method, version],
                 value: 1,
             });
         }
         for call in &self.tool_calls {
             samples.push(Sample {
                 metric: Metric::ToolCalls,
-                labels: [call.tool(), call.outcome.label(), status_name(call.grpc_status)].into(),
+                labels: smallvec![call.tool(), call.outcome.label(), status_name(call.grpc_status)],
                 value: 1,
             });
             if let Some(time) = call.upstream_time {
                 samples.push(Sample {
                     metric: Metric::ToolUpstreamMs,
-                    labels: [call.tool()].into(),
+                    labels: smallvec![call.tool()],
                     value: u64::try_from(time.as_millis()).unwrap_or(u64::MAX),
                 });
             }
@@ -291,14 +293,14 @@ impl Observations {
         for step in &self.task_steps {
             samples.push(Sample {
                 metric: Metric::TaskSteps,
-                labels: [step.tool.name.as_str(), step.method, step.outcome.label()].into(),
+                labels: smallvec![step.tool.name.as_str(), step.method, step.outcome.label()],
                 value: 1,
             });
         }
         for refusal in &self.task_refusals {
             samples.push(Sample {
                 metric: Metric::TaskRefusals,
-                labels: [refusal.label()].into(),
+                labels: smallvec![refusal.label()],
                 value: 1,
             });
         }

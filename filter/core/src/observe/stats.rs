@@ -2,7 +2,7 @@
 //! with its labels written in (for hosts whose stats have none), the tag-extraction rules that
 //! read them back, and the label sets a host can define when the configuration loads.
 
-use std::fmt;
+use smallvec::{smallvec, SmallVec};
 
 use super::{CallOutcome, COUNTED_METHODS};
 use crate::eras::{LEGACY_VERSIONS, MODERN_VERSION};
@@ -98,44 +98,7 @@ const MAX_LABELS: usize = 3;
 
 /// A sample's label values, held in place: a request publishes a few samples, and a vector
 /// each would be an allocation each.
-#[derive(Clone, Copy)]
-pub struct Labels<'a> {
-    values: [&'a str; MAX_LABELS],
-    len: usize,
-}
-
-impl<'a, const N: usize> From<[&'a str; N]> for Labels<'a> {
-    fn from(given: [&'a str; N]) -> Self {
-        const { assert!(N <= MAX_LABELS, "a metric has at most MAX_LABELS labels") };
-        let mut values = [""; MAX_LABELS];
-        for (slot, value) in values.iter_mut().zip(given) {
-            *slot = value;
-        }
-        Labels { values, len: N }
-    }
-}
-
-impl<'a> std::ops::Deref for Labels<'a> {
-    type Target = [&'a str];
-
-    fn deref(&self) -> &[&'a str] {
-        self.values.get(..self.len).unwrap_or_default()
-    }
-}
-
-impl PartialEq for Labels<'_> {
-    fn eq(&self, other: &Self) -> bool {
-        **self == **other
-    }
-}
-
-impl Eq for Labels<'_> {}
-
-impl fmt::Debug for Labels<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_list().entries(self.iter()).finish()
-    }
-}
+pub type Labels<'a> = SmallVec<[&'a str; MAX_LABELS]>;
 
 /// One value to add to a counter or record in a histogram.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -167,7 +130,7 @@ impl Sample<'_> {
     pub fn write_name_in_namespace(&self, name: &mut String) {
         name.clear();
         name.push_str(self.metric.name());
-        for (label, value) in self.metric.label_names().iter().zip(self.labels.iter()) {
+        for (label, value) in self.metric.label_names().iter().zip(&self.labels) {
             name.push('.');
             name.push_str(label);
             name.push('.');
@@ -206,7 +169,7 @@ pub fn predefined_samples<'a>(tool_names: &[&'a str]) -> Vec<Sample<'a>> {
         for version in LEGACY_VERSIONS.iter().chain([MODERN_VERSION].iter()) {
             samples.push(Sample {
                 metric: Metric::Requests,
-                labels: [*method, *version].into(),
+                labels: smallvec![*method, *version],
                 value: 0,
             });
         }
@@ -214,19 +177,19 @@ pub fn predefined_samples<'a>(tool_names: &[&'a str]) -> Vec<Sample<'a>> {
     for refusal in Refusal::ALL {
         samples.push(Sample {
             metric: Metric::HttpRefusals,
-            labels: [refusal.label()].into(),
+            labels: smallvec![refusal.label()],
             value: 0,
         });
     }
     for &tool in tool_names {
         samples.push(Sample {
             metric: Metric::ToolCalls,
-            labels: [tool, CallOutcome::Success.label(), status_name(OK)].into(),
+            labels: smallvec![tool, CallOutcome::Success.label(), status_name(OK)],
             value: 0,
         });
         samples.push(Sample {
             metric: Metric::ToolUpstreamMs,
-            labels: [tool].into(),
+            labels: smallvec![tool],
             value: 0,
         });
     }

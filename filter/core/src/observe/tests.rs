@@ -25,7 +25,7 @@ fn extract(name: &str) -> (String, Vec<(&'static str, String)>) {
 fn tagged_names_come_back_as_one_metric_name_with_labels() {
     let sample = Sample {
         metric: Metric::ToolCalls,
-        labels: ["UserService_GetUser", "tool_error", "NOT_FOUND"].into(),
+        labels: smallvec!["UserService_GetUser", "tool_error", "NOT_FOUND"],
         value: 1,
     };
     let name = format!("wasmcustom.{}", sample.tagged_name());
@@ -49,7 +49,7 @@ fn tagged_names_come_back_as_one_metric_name_with_labels() {
 fn a_value_that_spells_a_label_name_stays_a_value() {
     let sample = Sample {
         metric: Metric::ToolCalls,
-        labels: ["outcome", "success", "OK"].into(),
+        labels: smallvec!["outcome", "success", "OK"],
         value: 1,
     };
     let (left, tags) = extract(&format!("wasmcustom.{}", sample.tagged_name()));
@@ -64,7 +64,7 @@ fn a_value_that_spells_a_label_name_stays_a_value() {
     );
     let method = Sample {
         metric: Metric::Requests,
-        labels: ["tools/call", "2025-06-18"].into(),
+        labels: smallvec!["tools/call", "2025-06-18"],
         value: 1,
     };
     let (left, tags) = extract(&format!("wasmcustom.{}", method.tagged_name()));
@@ -82,7 +82,7 @@ fn a_value_that_spells_a_label_name_stays_a_value() {
 fn the_modules_names_come_back_the_same() {
     let sample = Sample {
         metric: Metric::ToolUpstreamMs,
-        labels: ["CatalogService_GetItem"].into(),
+        labels: smallvec!["CatalogService_GetItem"],
         value: 3,
     };
     let name = format!("{STAT_PREFIX}.{}", sample.name_in_namespace());
@@ -96,7 +96,7 @@ fn the_modules_names_come_back_the_same() {
     assert_eq!(buffer, sample.name_in_namespace());
     let dotted = Sample {
         metric: Metric::ToolUpstreamMs,
-        labels: ["a.b"].into(),
+        labels: smallvec!["a.b"],
         value: 1,
     };
     dotted.write_name_in_namespace(&mut buffer);
@@ -113,7 +113,7 @@ fn predefined_label_sets_cover_each_method_version_refusal_and_tool_success() {
     assert_eq!(count(Metric::ToolUpstreamMs), 2);
     assert!(samples.contains(&Sample {
         metric: Metric::ToolCalls,
-        labels: ["B", "success", "OK"].into(),
+        labels: smallvec!["B", "success", "OK"],
         value: 0
     }));
     let names: std::collections::BTreeSet<String> = samples.iter().map(Sample::tagged_name).collect();
@@ -192,7 +192,7 @@ fn log_values_are_cut_and_joined() {
         observed.samples(),
         [Sample {
             metric: Metric::HttpRefusals,
-            labels: ["batch"].into(),
+            labels: smallvec!["batch"],
             value: 1
         }]
     );

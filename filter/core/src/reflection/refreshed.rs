@@ -1,5 +1,7 @@
 //! How a refresh ends, and what the host does after each answer it files.
 
+use smallvec::smallvec;
+
 use super::ReflectionCall;
 use crate::observe::{Metric, Sample};
 use crate::server::Server;
@@ -20,7 +22,7 @@ impl Refreshed {
     pub fn sample(&self) -> Sample<'static> {
         Sample {
             metric: Metric::ReflectionRefreshes,
-            labels: [self.label()].into(),
+            labels: smallvec![self.label()],
             value: 1,
         }
     }

@@ -10,10 +10,10 @@ fn tool_call(name: &str, arguments: &str) -> String {
     format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{name}","arguments":{arguments}}}}}"#)
 }
 
-fn sample<'a, const N: usize>(metric: Metric, labels: &[&'a str; N], value: u64) -> Sample<'a> {
+fn sample<'a>(metric: Metric, labels: &[&'a str], value: u64) -> Sample<'a> {
     Sample {
         metric,
-        labels: (*labels).into(),
+        labels: labels.into(),
         value,
     }
 }
