@@ -76,10 +76,9 @@ pub fn unsupported_version(requested: &str) -> RpcError {
     .with_data(json!({"supported": supported_versions(), "requested": requested}))
 }
 
-/// Whether a body's `params._meta` names a protocol version (the modern envelope).
-pub fn declares_modern_envelope(message: &Value) -> bool {
-    message
-        .get("params")
+/// Whether a message's `params._meta` names a protocol version (the modern envelope).
+pub fn declares_modern_envelope(params: Option<&Value>) -> bool {
+    params
         .and_then(|params| params.get("_meta"))
         .and_then(|meta| meta.get(PROTOCOL_VERSION_META))
         .is_some()

@@ -3,7 +3,10 @@
 use serde_json::{json, Map, Value};
 
 use crate::proto_json::render::write_string;
-use crate::unique_keys::{self, DuplicateKey, ParseError};
+use crate::unique_keys::{DuplicateKey, ParseError};
+
+mod message;
+pub use message::{Members, Message};
 
 pub const PARSE_ERROR: i64 = -32700;
 pub const INVALID_REQUEST: i64 = -32600;
@@ -21,11 +24,11 @@ pub const MISSING_REQUIRED_CLIENT_CAPABILITY: i64 = -32021;
 /// MCP 2026-07-28: the requested protocol version is not served.
 pub const UNSUPPORTED_PROTOCOL_VERSION: i64 = -32022;
 
-/// A POST body: one message, or a batch of them.
+/// A POST body's messages: one, or a batch of them.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Body {
-    Single(Value),
-    Batch(Vec<Value>),
+pub struct Body {
+    pub messages: Vec<Message>,
+    pub batch: bool,
 }
 
 /// One JSON-RPC message from a client.
@@ -90,8 +93,8 @@ pub struct Parsed {
 
 /// Reads a POST body as JSON: one message or a batch, nested at most `max_depth` deep.
 pub fn parse_body(bytes: &[u8], max_depth: usize) -> Result<Parsed, RpcError> {
-    let (value, duplicate) = match unique_keys::parse(bytes, max_depth) {
-        Ok(value) => (value, None),
+    let (body, duplicate) = match message::read_body(bytes, max_depth) {
+        Ok(body) => (body, None),
         Err(ParseError::Syntax(error)) => return Err(parse_error(&error)),
         Err(ParseError::TooDeep) => {
             let message = format!("Invalid Request: JSON nested deeper than {max_depth} levels");
@@ -99,13 +102,11 @@ pub fn parse_body(bytes: &[u8], max_depth: usize) -> Result<Parsed, RpcError> {
         }
         // Read again, keeping the last value, to answer in terms of the request.
         Err(ParseError::Duplicate(duplicate)) => (
-            serde_json::from_slice(bytes).map_err(|error| parse_error(&error))?,
+            serde_json::from_slice::<Value>(bytes)
+                .map(Body::from)
+                .map_err(|error| parse_error(&error))?,
             Some(duplicate),
         ),
-    };
-    let body = match value {
-        Value::Array(batch) => Body::Batch(batch),
-        single => Body::Single(single),
     };
     Ok(Parsed { body, duplicate })
 }
@@ -119,26 +120,21 @@ fn parse_error(error: &serde_json::Error) -> RpcError {
 }
 
 /// Classifies one message of a body.
-pub fn classify(message: Value) -> Result<Incoming, RpcError> {
-    let Value::Object(object) = message else {
+pub fn classify(message: Message) -> Result<Incoming, RpcError> {
+    let Some(Members {
+        id,
+        jsonrpc,
+        method,
+        params,
+        answers,
+    }) = message.members
+    else {
         return Err(RpcError::new(
             &Value::Null,
             INVALID_REQUEST,
             "Invalid Request: expected a JSON-RPC object",
         ));
     };
-    // The members are taken in one pass over the object, without a lookup each.
-    let (mut id, mut jsonrpc, mut method, mut params, mut answers) = (None, None, None, None, false);
-    for (key, value) in object {
-        match key.as_str() {
-            "id" => id = Some(value),
-            "jsonrpc" => jsonrpc = Some(value),
-            "method" => method = Some(value),
-            "params" => params = Some(value),
-            "result" | "error" => answers = true,
-            _ => {}
-        }
-    }
     let reply_id = reply_id(id.as_ref());
     if jsonrpc.as_ref().and_then(Value::as_str) != Some("2.0") {
         return Err(RpcError::new(
@@ -228,10 +224,10 @@ mod tests {
     use super::*;
 
     fn parse(body: &[u8]) -> Result<Incoming, RpcError> {
-        match parse_body(body, 64)?.body {
-            Body::Single(message) => classify(message),
-            Body::Batch(_) => panic!("unexpected batch"),
-        }
+        let Body { messages, batch: false } = parse_body(body, 64)?.body else {
+            panic!("unexpected batch");
+        };
+        classify(messages.into_iter().next().unwrap())
     }
 
     #[test]
@@ -288,7 +284,10 @@ mod tests {
     fn batches_are_arrays() {
         assert_eq!(
             parse_body(b"[1, {}]", 64).unwrap().body,
-            Body::Batch(vec![json!(1), json!({})])
+            Body {
+                messages: vec![Message::default(), Message::from(json!({}))],
+                batch: true
+            }
         );
     }
 
@@ -298,7 +297,10 @@ mod tests {
         assert_eq!(parsed.duplicate.unwrap().key, "id");
         assert_eq!(
             parsed.body,
-            Body::Single(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))
+            Body {
+                messages: vec![Message::from(json!({"jsonrpc":"2.0","id":2,"method":"ping"}))],
+                batch: false
+            }
         );
         assert_eq!(parse_body(br#"{"a":1,"a":2"#, 64).unwrap_err().code, PARSE_ERROR);
     }

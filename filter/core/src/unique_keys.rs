@@ -15,10 +15,15 @@ pub struct DuplicateKey {
     pub key: String,
 }
 
-/// Parses `bytes` as JSON, refusing duplicate keys and nesting deeper than `max_depth`.
-pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
+/// Parses `bytes` as JSON read by `seed` (made from the nesting allowed, `max_depth`), which
+/// refuses duplicate keys and deeper nesting with [`duplicate`] and [`UniqueKeys`]: a reader
+/// of a known shape keeps the rule for itself and the values inside it.
+pub fn parse_with<S, T>(bytes: &[u8], max_depth: usize, seed: impl Fn(usize) -> S) -> Result<T, ParseError>
+where
+    S: for<'de> DeserializeSeed<'de, Value = T>,
+{
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
-    let value = match UniqueKeys::body(max_depth).deserialize(&mut deserializer) {
+    let value = match seed(max_depth).deserialize(&mut deserializer) {
         Ok(value) => value,
         Err(error) => {
             let message = error.to_string();
@@ -30,7 +35,7 @@ pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
                 let key = key.rsplit_once(" at line ").map_or(key, |(key, _position)| key);
                 // Rare: read again, keeping track of where, to say where the key is.
                 return Err(ParseError::Duplicate(DuplicateKey {
-                    path: duplicate_path(bytes, max_depth).unwrap_or_else(|| ".".into()),
+                    path: duplicate_path(bytes, seed(max_depth)).unwrap_or_else(|| ".".into()),
                     key: key.to_owned(),
                 }));
             }
@@ -42,12 +47,17 @@ pub fn parse(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
 }
 
 /// The JSON path of the object that gives a key twice in `bytes` (known to have one).
-fn duplicate_path(bytes: &[u8], max_depth: usize) -> Option<String> {
+fn duplicate_path<S: for<'de> DeserializeSeed<'de>>(bytes: &[u8], seed: S) -> Option<String> {
     let mut deserializer = serde_json::Deserializer::from_slice(bytes);
     let mut track = serde_path_to_error::Track::new();
     let tracked = serde_path_to_error::Deserializer::new(&mut deserializer, &mut track);
-    UniqueKeys::body(max_depth).deserialize(tracked).err()?;
+    seed.deserialize(tracked).err()?;
     Some(track.path().to_string())
+}
+
+/// The error for `key` given twice in one object.
+pub fn duplicate<E: Error>(key: &str) -> E {
+    E::custom(format!("{DUPLICATE_MARKER}{key}"))
 }
 
 #[derive(Debug)]
@@ -61,33 +71,24 @@ pub enum ParseError {
 const DUPLICATE_MARKER: &str = "\u{0}duplicate key:";
 const TOO_DEEP_MARKER: &str = "\u{0}too deep";
 
-/// The members a JSON-RPC message has (`jsonrpc`, `id`, `method`, `params`): room for them at
-/// once spares the message's map a second allocation and a rehash as it fills.
-const MESSAGE_MEMBERS: usize = 4;
-
+/// A JSON value of any shape, read with the rule: no key twice in an object, no nesting deeper
+/// than allowed.
 #[derive(Clone, Copy)]
-struct UniqueKeys {
+pub struct UniqueKeys {
     /// Objects and arrays that may still open inside this value.
     depth_left: usize,
-    /// Room to make at once if this value is an object.
-    members_hint: usize,
 }
 
 impl UniqueKeys {
-    /// A whole body: a message, or a batch of them.
-    fn body(max_depth: usize) -> Self {
-        UniqueKeys {
-            depth_left: max_depth,
-            members_hint: MESSAGE_MEMBERS,
-        }
+    /// A value inside which `depth_left` objects and arrays may still open.
+    pub fn new(depth_left: usize) -> Self {
+        UniqueKeys { depth_left }
     }
 
-    fn inner<E: Error>(&self, members_hint: usize) -> Result<UniqueKeys, E> {
+    /// The reader of a value inside this one, which is an object or an array.
+    pub fn inner<E: Error>(self) -> Result<UniqueKeys, E> {
         match self.depth_left.checked_sub(1) {
-            Some(depth_left) => Ok(UniqueKeys {
-                depth_left,
-                members_hint,
-            }),
+            Some(depth_left) => Ok(UniqueKeys { depth_left }),
             None => Err(E::custom(TOO_DEEP_MARKER)),
         }
     }
@@ -143,8 +144,7 @@ impl<'de> Visitor<'de> for UniqueKeys {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        // The items of a batch are messages.
-        let inner = self.inner(self.members_hint)?;
+        let inner = self.inner()?;
         let mut items = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
         while let Some(item) = seq.next_element_seed(inner)? {
             items.push(item);
@@ -153,15 +153,13 @@ impl<'de> Visitor<'de> for UniqueKeys {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let inner = self.inner(0)?;
-        let mut object = Map::with_capacity(self.members_hint);
+        let inner = self.inner()?;
+        let mut object = Map::new();
         while let Some(key) = map.next_key::<String>()? {
             // One lookup per key: the entry that finds a key new is where its value goes.
             let place = match object.entry(key) {
                 Entry::Vacant(place) => place,
-                Entry::Occupied(given) => {
-                    return Err(A::Error::custom(format!("{DUPLICATE_MARKER}{}", given.key())));
-                }
+                Entry::Occupied(given) => return Err(duplicate(given.key())),
             };
             let value = map.next_value_seed(inner)?;
             place.insert(value);
@@ -176,24 +174,25 @@ mod tests {
     use serde_json::json;
 
     fn parse(bytes: &[u8]) -> Result<Value, ParseError> {
-        super::parse(bytes, 64)
+        parse_depth(bytes, 64)
+    }
+
+    fn parse_depth(bytes: &[u8], max_depth: usize) -> Result<Value, ParseError> {
+        parse_with(bytes, max_depth, UniqueKeys::new)
     }
 
     #[test]
     fn nesting_is_bounded() {
         let nested = |depth: usize| format!("{}{}", "[".repeat(depth), "]".repeat(depth));
-        assert!(super::parse(nested(3).as_bytes(), 3).is_ok());
+        assert!(parse_depth(nested(3).as_bytes(), 3).is_ok());
+        assert!(matches!(parse_depth(nested(4).as_bytes(), 3), Err(ParseError::TooDeep)));
         assert!(matches!(
-            super::parse(nested(4).as_bytes(), 3),
-            Err(ParseError::TooDeep)
-        ));
-        assert!(matches!(
-            super::parse(br#"{"a":{"b":{"c":{}}}}"#, 3),
+            parse_depth(br#"{"a":{"b":{"c":{}}}}"#, 3),
             Err(ParseError::TooDeep)
         ));
         // The configured limit, not serde_json's own, is what stops 10,000 levels.
         assert!(matches!(
-            super::parse(nested(10_000).as_bytes(), 64),
+            parse_depth(nested(10_000).as_bytes(), 64),
             Err(ParseError::TooDeep)
         ));
     }

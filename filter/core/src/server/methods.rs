@@ -8,7 +8,7 @@ use super::{Handled, RequestContext, Server};
 use crate::eras::{
     check_modern_request, method_not_found, supported_versions, Era, LEGACY_VERSIONS, MODERN_VERSION, SERVER_INFO_META,
 };
-use crate::jsonrpc::{self, Incoming, RpcError, INVALID_PARAMS, INVALID_REQUEST};
+use crate::jsonrpc::{self, Incoming, Message, RpcError, INVALID_PARAMS, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::json_type;
 use crate::tasks::{TASKS_EXTENSION, TASKS_VERSION};
@@ -17,7 +17,7 @@ impl Server {
     pub(super) fn handle_message(
         &self,
         context: &RequestContext<'_>,
-        message: Value,
+        message: Message,
         slot: usize,
         observed: &mut Observations,
     ) -> Handled {

@@ -32,7 +32,7 @@ use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::grpc::details::StatusDetails;
 use crate::http::Refusal;
 use crate::http::{admit, header_text, is_mcp_path, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
-use crate::jsonrpc::{self, Body, RpcError, INVALID_REQUEST};
+use crate::jsonrpc::{self, Body, Message, RpcError, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::quota::counters::Counters;
@@ -358,16 +358,13 @@ impl Server {
     fn read_envelope<'a>(
         &self,
         request: McpRequest<'a>,
-    ) -> Result<(RequestContext<'a>, Vec<Value>), (Refusal, HttpResponse)> {
+    ) -> Result<(RequestContext<'a>, Vec<Message>), (Refusal, HttpResponse)> {
         let parsed = jsonrpc::parse_body(request.body, self.limits.max_json_depth)
             .map_err(|error| (Refusal::InvalidJson, whole_refusal(400, &error)))?;
-        let (messages, batch) = match parsed.body {
-            Body::Single(message) => (vec![message], false),
-            Body::Batch(messages) => (messages, true),
-        };
+        let Body { messages, batch } = parsed.body;
         // Errors before a message is read answer with its id, when there is one message.
         let first_id = || match (batch, messages.first()) {
-            (false, Some(message)) => jsonrpc::reply_id(message.get("id")),
+            (false, Some(message)) => jsonrpc::reply_id(message.id()),
             _ => Value::Null,
         };
         let duplicate_argument = match parsed.duplicate {
@@ -386,7 +383,10 @@ impl Server {
                 }
             },
         };
-        let declares_modern = !batch && messages.iter().any(declares_modern_envelope);
+        let declares_modern = !batch
+            && messages
+                .iter()
+                .any(|message| declares_modern_envelope(message.params()));
         let era = Era::of(request.headers.protocol_version.as_deref(), declares_modern).map_err(|error| {
             let error = RpcError {
                 id: first_id(),
@@ -414,11 +414,11 @@ impl Server {
     }
 
     /// Each message's answer, in order; calls leave a slot in the reply for their result.
-    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Value>, observed: &mut Observations) -> Outcome {
+    fn plan(&self, context: &RequestContext<'_>, messages: Vec<Message>, observed: &mut Observations) -> Outcome {
         let mut reply = Reply::new(context.batch, messages.len(), &self.limits);
         let mut cancelled = None;
         let lone_id = match (context.batch, messages.first()) {
-            (false, Some(message)) => Some(jsonrpc::reply_id(message.get("id"))),
+            (false, Some(message)) => Some(jsonrpc::reply_id(message.id())),
             _ => None,
         };
         for message in messages {
