@@ -24,6 +24,11 @@ use crate::wrapped_root::object_root;
 
 pub const MAX_TOOL_NAME_LEN: usize = 64;
 
+/// How much later than the tool's deadline Envoy's router gives up on a routed call: the module
+/// answers DEADLINE_EXCEEDED at the deadline itself (the router, once the upstream's headers
+/// have come, could only reset the stream), and the router's timeout stays as a backstop.
+pub(crate) const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
+
 /// One MCP tool backed by one gRPC method.
 #[derive(Debug)]
 pub struct Tool {
@@ -40,6 +45,9 @@ pub struct Tool {
     pub grpc_path: String,
     /// The deadline as a `grpc-timeout` value, written once.
     pub grpc_timeout: String,
+    /// The router's timeout for a call the module routes, in milliseconds, written once: a
+    /// little past the deadline ([`ROUTER_TIMEOUT_GRACE`]).
+    pub router_timeout_ms: String,
     /// Static gRPC metadata sent with every call.
     pub metadata: Vec<(String, String)>,
     /// The request message's JSON is not an object (a Timestamp, say): the arguments carry it
@@ -375,6 +383,9 @@ fn build_tool(
         timeout: Duration::from_millis(timeout_ms),
         grpc_path: format!("/{selector}"),
         grpc_timeout: grpc::timeout(Duration::from_millis(timeout_ms)),
+        router_timeout_ms: (Duration::from_millis(timeout_ms) + ROUTER_TIMEOUT_GRACE)
+            .as_millis()
+            .to_string(),
         metadata: config
             .metadata
             .iter()

@@ -6,7 +6,6 @@
 //! [`UpstreamCall::cluster`] with [`UpstreamCall::timeout`], through the host contract of
 //! [`crate::server::calls`]; how the call ended is read by [`crate::grpc::call_end`].
 
-use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +14,7 @@ use serde_json::Value;
 use crate::catalog::Tool;
 use crate::eras::Era;
 use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
-use crate::http::HeaderPair;
+use crate::http::{HeaderList, HeaderPair};
 use crate::quota::counters::Lease;
 use crate::streams::CallKind;
 use crate::tasks::step::TaskStep;
@@ -29,11 +28,6 @@ const ROUTED_KEEPS: [&str; 3] = [":scheme", "x-forwarded-proto", "x-request-id"]
 /// is written by filters only, so no client can choose that route, even where the module does
 /// not know the header's name (a configuration without `routing`).
 pub const ROUTED_CALL_FILTER_STATE: &str = "switchblade.routed_call";
-
-/// How much later than the tool's deadline Envoy's router gives up on a routed call: the module
-/// answers DEADLINE_EXCEEDED at the deadline itself (the router, once the upstream's headers
-/// have come, could only reset the stream), and the router's timeout stays as a backstop.
-const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 /// A validated `tools/call`, ready to send upstream.
 #[derive(Debug)]
@@ -224,12 +218,8 @@ impl UpstreamCall {
     /// `grpc-timeout` (so the upstream can stop working on an answer nobody will read), then
     /// the gRPC metadata: the service's static metadata and the forwarded request headers. A
     /// rate limit check carries no metadata of the client's.
-    pub fn http_headers(&self) -> Vec<(&str, &str)> {
-        let metadata = match &self.check {
-            Some(_) => 0,
-            None => self.metadata.len(),
-        };
-        let mut headers = Vec::with_capacity(6 + metadata);
+    pub fn http_headers(&self) -> HeaderList<(&str, &str)> {
+        let mut headers = HeaderList::new();
         headers.extend([
             (":method", "POST"),
             (":path", self.grpc_path()),
@@ -245,30 +235,24 @@ impl UpstreamCall {
     }
 
     /// The request headers that make an MCP request this call, for Envoy's router to forward:
-    /// the call's own, the router's timeout (a little past the deadline, see
-    /// [`ROUTER_TIMEOUT_GRACE`]), the cluster for a route with `cluster_header`, and what the
-    /// router and the access log need of the original request (scheme, request id).
+    /// the call's own, the router's timeout (the tool's, written once), the cluster for a route
+    /// with `cluster_header`, and what the router and the access log need of the original
+    /// request (scheme, request id).
     pub fn routed_headers<'a>(
         &'a self,
         cluster_header: &'a str,
         original: impl IntoIterator<Item = HeaderPair<'a>>,
-    ) -> Vec<(&'a str, Cow<'a, [u8]>)> {
-        let own = self.http_headers();
-        // Sized once: the call's own, the two for the router, and what is kept.
-        let mut headers: Vec<(&str, Cow<'a, [u8]>)> = Vec::with_capacity(own.len() + 2 + ROUTED_KEEPS.len());
-        headers.extend(
-            own.into_iter()
-                .map(|(name, value)| (name, Cow::Borrowed(value.as_bytes()))),
-        );
-        let timeout = self.tool.timeout + ROUTER_TIMEOUT_GRACE;
-        headers.push((
-            "x-envoy-upstream-rq-timeout-ms",
-            Cow::Owned(timeout.as_millis().to_string().into_bytes()),
-        ));
-        headers.push((cluster_header, Cow::Borrowed(self.tool.cluster.as_bytes())));
+    ) -> HeaderList<(&'a str, &'a [u8])> {
+        let mut headers: HeaderList<(&str, &[u8])> = self
+            .http_headers()
+            .into_iter()
+            .map(|(name, value)| (name, value.as_bytes()))
+            .collect();
+        headers.push(("x-envoy-upstream-rq-timeout-ms", self.tool.router_timeout_ms.as_bytes()));
+        headers.push((cluster_header, self.tool.cluster.as_bytes()));
         for (name, value) in original {
             if ROUTED_KEEPS.contains(&name) && !headers.iter().any(|(known, _)| *known == name) {
-                headers.push((name, Cow::Borrowed(value)));
+                headers.push((name, value));
             }
         }
         headers

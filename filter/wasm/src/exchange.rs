@@ -396,7 +396,7 @@ impl Inner {
             return;
         };
         let start = |call: &UpstreamCall| match call.kind() {
-            CallKind::Unary => call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
+            CallKind::Unary => call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout())
                 .map(|token| {
                     if from_root {
                         clock.adopt(token, context_id, weak.clone());

@@ -22,13 +22,9 @@ pub(crate) fn now() -> Duration {
 
 /// One HTTP callout: a request sent whole to `cluster`, answered in `on_http_call_response`
 /// under the token returned.
-pub(crate) fn call_out(
-    cluster: &str,
-    headers: Vec<(&str, &str)>,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<u32, Status> {
-    hostcalls::dispatch_http_call(cluster, headers, Some(body), Vec::new(), timeout)
+pub(crate) fn call_out(cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout: Duration) -> Result<u32, Status> {
+    // The SDK takes the headers as a vector.
+    hostcalls::dispatch_http_call(cluster, headers.to_vec(), Some(body), Vec::new(), timeout)
 }
 
 /// A header map read from the host: names, and values as bytes.

@@ -104,7 +104,7 @@ impl Root {
 
 /// Starts a reflection call as a callout; its answer comes to the root context.
 fn start_reflection_call(call: &ReflectionCall) -> Result<u64, String> {
-    call_out(call.cluster(), call.http_headers(), call.http_body(), call.timeout())
+    call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout())
         .map(u64::from)
         .map_err(|status| format!("{status:?}"))
 }

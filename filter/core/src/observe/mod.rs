@@ -17,7 +17,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use smallvec::smallvec;
+use smallvec::{smallvec, SmallVec};
 
 use crate::catalog::Tool;
 use crate::eras::{Era, MODERN_VERSION};
@@ -149,6 +149,10 @@ impl ToolCallRecord {
     }
 }
 
+/// A request's samples, held in place for a request with one call (its method's, the call's
+/// and its upstream time).
+pub type Samples<'a> = SmallVec<[Sample<'a>; 4]>;
+
 /// What one POST told: filled in by the server, read by the host when the response is sent.
 #[derive(Debug, Clone, Default)]
 pub struct Observations {
@@ -259,8 +263,8 @@ impl Observations {
 
     /// What to add to the stats: one sample per request, per tool call (and its upstream
     /// time), and per refusal.
-    pub fn samples(&self) -> Vec<Sample<'_>> {
-        let mut samples = Vec::with_capacity(self.methods.len() + 2 * self.tool_calls.len() + 1);
+    pub fn samples(&self) -> Samples<'_> {
+        let mut samples = Samples::new();
         if let Some(refusal) = self.refusal {
             samples.push(Sample {
                 metric: Metric::HttpRefusals,

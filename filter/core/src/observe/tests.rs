@@ -189,7 +189,7 @@ fn log_values_are_cut_and_joined() {
     assert_eq!(log_value([""]), None);
     assert_eq!(log_value([]), None);
     assert_eq!(
-        observed.samples(),
+        observed.samples().as_slice(),
         [Sample {
             metric: Metric::HttpRefusals,
             labels: smallvec!["batch"],

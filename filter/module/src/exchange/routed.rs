@@ -5,7 +5,7 @@
 use std::time::Instant;
 
 use switchblade_core::grpc::call_end::{CallEnd, CallPart};
-use switchblade_core::http::HeaderCopy;
+use switchblade_core::http::{HeaderCopy, HeaderList};
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
@@ -25,10 +25,12 @@ impl Exchange {
         cluster_header: &str,
         request_map: &HeaderCopy,
     ) -> Verdict {
-        let routed = call.routed_headers(cluster_header, request_map.iter());
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
+        let routed = call.routed_headers(cluster_header, request_map.iter());
         rewrite(host, HeaderMap::Request, request_map, &routed);
+        // It borrows the call, which is kept below.
+        drop(routed);
         let body = call.http_body();
         // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
         if host.body_size(Body::BufferedRequest) > 0 {
@@ -110,12 +112,11 @@ impl Exchange {
         let answer = reply.into_response();
         // The answer's headers: the tool result's, nothing of the upstream's (`:status: 200`
         // as gRPC sent it stays).
-        let status = answer.status.to_string();
-        let length = answer.body.len().to_string();
-        let wanted: Vec<(&str, &str)> = [(":status", status.as_str())]
+        let (mut status, mut length) = (itoa::Buffer::new(), itoa::Buffer::new());
+        let wanted: HeaderList<(&str, &str)> = [(":status", status.format(answer.status))]
             .into_iter()
             .chain(answer.headers.iter().map(|(name, value)| (*name, value.as_ref())))
-            .chain([("content-length", length.as_str())])
+            .chain([("content-length", length.format(answer.body.len()))])
             .collect();
         rewrite(host, HeaderMap::Response, &upstream_headers, &wanted);
         self.answered.set(true);

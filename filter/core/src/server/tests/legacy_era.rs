@@ -158,7 +158,7 @@ fn tools_call_becomes_an_upstream_call_and_its_reply_a_result() {
     let (mut reply, calls) = calls(call_user(&server, &json_headers(), r#"{"user_id":7}"#));
     let [call] = calls.as_slice() else { panic!("one call") };
     assert_eq!(
-        call.http_headers(),
+        call.http_headers().as_slice(),
         [
             (":method", "POST"),
             (":path", "/demo.users.v1.UserService/GetUser"),

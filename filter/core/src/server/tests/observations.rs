@@ -38,7 +38,7 @@ fn a_call_is_counted_by_tool_outcome_and_status_with_its_upstream_time() {
         &mut observed,
     );
     assert_eq!(
-        observed.samples(),
+        observed.samples().as_slice(),
         [
             sample(Metric::Requests, &["tools/call", "2025-06-18"], 1),
             sample(Metric::ToolCalls, &["UserService_GetUser", "success", "OK"], 1),
@@ -121,7 +121,7 @@ fn arguments_refused_at_the_gate_name_the_path_and_were_never_sent() {
         &tool_call("UserService_GetUser", r#"{"user_id":{"$ne":null}}"#),
     );
     assert_eq!(
-        observed.samples(),
+        observed.samples().as_slice(),
         [
             sample(Metric::Requests, &["tools/call", "2025-03-26"], 1),
             sample(
@@ -139,7 +139,7 @@ fn arguments_refused_at_the_gate_name_the_path_and_were_never_sent() {
 fn a_tool_no_catalog_has_is_no_series() {
     let (_, observed) = observe(&server(), &json_headers(), &tool_call("Made_Up_Tool", "{}"));
     assert_eq!(
-        observed.samples(),
+        observed.samples().as_slice(),
         [sample(Metric::Requests, &["tools/call", "2025-03-26"], 1)]
     );
 }
@@ -182,7 +182,7 @@ fn refusals_at_the_boundary_say_why() {
         assert!(matches!(outcome, Outcome::Respond(_)));
         assert_eq!(observed.refusal(), Some(refusal), "{body}");
         assert_eq!(
-            observed.samples(),
+            observed.samples().as_slice(),
             [sample(Metric::HttpRefusals, &[refusal.label()], 1)]
         );
     }
