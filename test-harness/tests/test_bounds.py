@@ -259,8 +259,11 @@ def test_the_attacks_of_the_review_cost_nothing_and_memory_stays_flat(upstream: 
         # Envoy's RSS also counts the VM's memory as the VM first touches it: with the VM's
         # memory flat, RSS may still step up by part of it (once or twice, 35 or 65 MiB, in any
         # round) as the VM's allocator reaches pages it has had all along. It can rise by no more.
+        # Only a rise counts: Envoy's allocator may give pages back in any round (a 36 MiB drop
+        # in the last round failed this check once when it measured any spread).
         touched_later = max(vm) / 2**20
-        assert max(rss) - min(rss) < 32 + touched_later, f"Envoy's RSS kept growing over the rounds: {samples}"
+        rise = max(later - min(rss[:at]) for at, later in enumerate(rss) if at > 0)
+        assert rise < 32 + touched_later, f"Envoy's RSS kept growing over the rounds: {samples}"
         assert max(rss) < 512, f"Envoy's RSS: {samples}"
         assert mcp.request("ping")["result"] == {}
     finally:
