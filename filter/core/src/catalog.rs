@@ -27,7 +27,7 @@ pub const MAX_TOOL_NAME_LEN: usize = 64;
 /// How much later than the tool's deadline Envoy's router gives up on a routed call: the module
 /// answers DEADLINE_EXCEEDED at the deadline itself (the router, once the upstream's headers
 /// have come, could only reset the stream), and the router's timeout stays as a backstop.
-pub(crate) const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
+const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
 /// One MCP tool backed by one gRPC method.
 #[derive(Debug)]
