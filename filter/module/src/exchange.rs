@@ -64,6 +64,16 @@ enum State {
     Answered,
 }
 
+/// Where Envoy holds the request body the module read: a routed call's frame takes its place,
+/// with no call into Envoy for a part that holds nothing.
+#[derive(Debug, Clone, Copy, Default)]
+struct HeldBody {
+    /// In Envoy's buffer (the chunks before the last, which the module asked it to keep).
+    buffered: bool,
+    /// In the chunk of the hook that ended the request.
+    last_chunk: bool,
+}
+
 /// An MCP request's headers, admitted: what the core read of them, and Envoy's map as it was
 /// then (a routed call rewrites it; it is not copied out of Envoy a second time).
 struct AdmittedRequest {
@@ -163,7 +173,7 @@ impl Exchange {
             Err(refusal) => return self.answer(host, &refusal),
         };
         if end_of_stream {
-            return self.handle(host, &headers, &map, &[]);
+            return self.handle(host, &headers, &map, &[], HeldBody::default());
         }
         *self.state.borrow_mut() = State::ReadingBody(Box::new(AdmittedRequest { headers, map }));
         Verdict::Stop
@@ -214,16 +224,28 @@ impl Exchange {
         // nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with an empty chunk).
         let buffered = host.body(Body::BufferedRequest);
         let received = host.body(Body::ReceivedRequest);
-        let body = match (buffered.is_empty(), received.is_empty()) {
-            (true, _) => received,
-            (false, true) => buffered,
-            (false, false) => [buffered, received].concat(),
+        let held = HeldBody {
+            buffered: !buffered.is_empty(),
+            last_chunk: !received.is_empty(),
         };
-        self.handle(host, &admitted.headers, &admitted.map, &body)
+        let body = match (held.buffered, held.last_chunk) {
+            (false, _) => received,
+            (true, false) => buffered,
+            (true, true) => [buffered, received].concat(),
+        };
+        self.handle(host, &admitted.headers, &admitted.map, &body, held)
     }
 
-    /// `map` is Envoy's request header map as the headers were admitted.
-    fn handle(&self, host: &impl StreamHost, headers: &McpHeaders, map: &HeaderCopy, body: &[u8]) -> Verdict {
+    /// `map` is Envoy's request header map as the headers were admitted; `body` is the request
+    /// body, held by Envoy where `held` says.
+    fn handle(
+        &self,
+        host: &impl StreamHost,
+        headers: &McpHeaders,
+        map: &HeaderCopy,
+        body: &[u8],
+        held: HeldBody,
+    ) -> Verdict {
         let server = self.server();
         // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
         // comes through filter state (the configuration check refuses a metadata source).
@@ -263,7 +285,7 @@ impl Exchange {
         if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
             let routable = server.take_routable_call(&mut reply, now(), &mut self.observed.borrow_mut());
             if let Some(call) = routable {
-                return self.route_call(host, reply, call, cluster_header, map);
+                return self.route_call(host, reply, call, cluster_header, map, held);
             }
         }
         if let Some(request_id) = reply.cancellable_id() {

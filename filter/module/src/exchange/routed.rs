@@ -9,14 +9,14 @@ use switchblade_core::http::{HeaderCopy, HeaderList};
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
-use super::{rewrite, Exchange, State, Verdict, DEADLINE_PASSED, ROUTED};
+use super::{rewrite, Exchange, HeldBody, State, Verdict, DEADLINE_PASSED, ROUTED};
 use crate::clock::now;
 use crate::host::{Body, HeaderMap, StreamHost};
 
 impl Exchange {
-    /// Makes the request the gRPC call (`request_map`: Envoy's request header map as it came):
-    /// its headers become the call's (and those Envoy needs to route and log it), its body the
-    /// gRPC frame; Envoy's router forwards it.
+    /// Makes the request the gRPC call (`request_map`: Envoy's request header map as it came;
+    /// `held`: where Envoy holds its body): its headers become the call's (and those Envoy needs
+    /// to route and log it), its body the gRPC frame; Envoy's router forwards it.
     pub(super) fn route_call(
         &self,
         host: &impl StreamHost,
@@ -24,6 +24,7 @@ impl Exchange {
         call: UpstreamCall,
         cluster_header: &str,
         request_map: &HeaderCopy,
+        held: HeldBody,
     ) -> Verdict {
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
@@ -32,9 +33,13 @@ impl Exchange {
         // It borrows the call, which is kept below.
         drop(routed);
         let body = call.http_body();
-        // The frame goes where the body is: Envoy's buffer if it kept one, else this chunk.
-        if host.body_size(Body::BufferedRequest) > 0 {
-            host.drain_body(Body::ReceivedRequest);
+        // The frame goes where the body is: Envoy's buffer if it kept one (and the last chunk is
+        // emptied if it held the rest), else this chunk. HTTP/1.1 ends a body with an empty
+        // chunk, which is left alone.
+        if held.buffered {
+            if held.last_chunk {
+                host.drain_body(Body::ReceivedRequest);
+            }
             host.replace_body(Body::BufferedRequest, body);
         } else {
             host.replace_body(Body::ReceivedRequest, body);
@@ -62,7 +67,7 @@ impl Exchange {
         }
         if end_of_stream {
             // A trailers-only answer, or Envoy's own for a call it could not make.
-            return self.finish_routed(host);
+            return self.finish_routed(host, Body::BufferedResponse);
         }
         Verdict::Stop
     }
@@ -80,7 +85,7 @@ impl Exchange {
             self.server().heard(reply, ROUTED, CallPart::Data(&data));
         }
         if end_of_stream {
-            return self.finish_routed(host);
+            return self.finish_routed(host, Body::ReceivedResponse);
         }
         Verdict::Drop
     }
@@ -95,12 +100,13 @@ impl Exchange {
             rewrite::<&[u8]>(host, HeaderMap::ResponseTrailers, &trailers, &[]);
             self.server().heard(reply, ROUTED, CallPart::Trailers(trailers));
         }
-        self.finish_routed(host)
+        self.finish_routed(host, Body::BufferedResponse)
     }
 
     /// The routed call's answer is whole: it becomes the tool result, in place of the
-    /// upstream's answer.
-    fn finish_routed(&self, host: &impl StreamHost) -> Verdict {
+    /// upstream's answer. It is written to `body`: the chunk of a body hook, or Envoy's buffer
+    /// from a hook with no chunk (headers or trailers), which Envoy then sends.
+    fn finish_routed(&self, host: &impl StreamHost, body: Body) -> Verdict {
         let State::Routed(mut reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return Verdict::Continue;
         };
@@ -120,10 +126,8 @@ impl Exchange {
             .collect();
         rewrite(host, HeaderMap::Response, &upstream_headers, &wanted);
         self.answered.set(true);
-        // The body goes in this hook's chunk; a hook without one (headers or trailers) gives it
-        // to Envoy to send.
-        if !host.replace_body(Body::ReceivedResponse, &answer.body) {
-            host.replace_body(Body::BufferedResponse, &answer.body);
+        if !host.replace_body(body, &answer.body) {
+            log::warn!("Envoy refused the tool result's body ({body:?})");
         }
         Verdict::Continue
     }

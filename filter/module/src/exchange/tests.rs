@@ -79,6 +79,9 @@ struct FakeStream {
     map_copies: RefCell<HashMap<HeaderMapKey, usize>>,
     /// The names of the headers removed, in order.
     header_removes: RefCell<Vec<(HeaderMapKey, String)>>,
+    /// The bodies drained and replaced, in order (a replacement is a drain and an append in
+    /// Envoy; one that fails is listed too).
+    body_writes: RefCell<Vec<(&'static str, Body)>>,
 }
 
 #[derive(PartialEq, Eq, Hash)]
@@ -189,6 +192,7 @@ impl StreamHost for FakeStream {
     }
 
     fn replace_body(&self, body: Body, bytes: &[u8]) -> bool {
+        self.body_writes.borrow_mut().push(("replace", body));
         // Like Envoy: there is a chunk to replace only inside a body hook.
         let mut bodies = self.bodies.borrow_mut();
         if matches!(body, Body::ReceivedRequest | Body::ReceivedResponse) && !bodies.contains_key(&body_key(body)) {
@@ -199,6 +203,7 @@ impl StreamHost for FakeStream {
     }
 
     fn drain_body(&self, body: Body) {
+        self.body_writes.borrow_mut().push(("drain", body));
         if let Some(bytes) = self.bodies.borrow_mut().get_mut(&body_key(body)) {
             bytes.clear();
         }
@@ -613,6 +618,42 @@ fn a_body_split_between_envoys_buffer_and_the_last_chunk_is_read_whole() {
     routes_a_body_in_two_parts(first, last);
     // HTTP/1.1: the body's bytes, buffered, then the end of the stream with no data.
     routes_a_body_in_two_parts(GET_USER, "");
+}
+
+#[test]
+fn a_routed_call_writes_each_body_once_where_envoy_holds_it() {
+    let exchange = exchange(routed());
+    let stream = FakeStream::request("POST", "/mcp", &[]);
+    // HTTP/1.1: the body buffered, then the end of the stream in an empty chunk.
+    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedRequest, GET_USER.as_bytes());
+    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
+    stream.set_body(Body::BufferedRequest, GET_USER.as_bytes());
+    stream.set_body(Body::ReceivedRequest, b"");
+    assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
+    // The frame replaces Envoy's buffer; the empty chunk is not drained.
+    assert_eq!(
+        std::mem::take(&mut *stream.body_writes.borrow_mut()),
+        [("replace", Body::BufferedRequest)]
+    );
+    stream.set_map(
+        HeaderMap::Response,
+        &[(":status", b"200"), ("content-type", b"application/grpc")],
+    );
+    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedResponse, USER_FRAME);
+    assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+    stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
+    stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
+    assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+    // The answer's chunk is drained as it comes; the tool result goes to Envoy's buffer from
+    // the trailers, with no attempt at a chunk that hook does not have.
+    assert_eq!(
+        *stream.body_writes.borrow(),
+        [("drain", Body::ReceivedResponse), ("replace", Body::BufferedResponse)]
+    );
+    let answer: Value = serde_json::from_slice(&stream.body(Body::BufferedResponse)).unwrap();
+    assert_eq!(tool_result(&answer)["structuredContent"]["username"], "ada");
 }
 
 #[test]
