@@ -594,16 +594,22 @@ fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
     assert_eq!(stream.sent.borrow().len(), 1);
 }
 
+/// The request's headers, then `buffered` in a chunk the exchange has Envoy keep; `last` is
+/// the chunk of the hook that ends the request, which the test then calls.
+fn buffer_all_but_the_last_chunk(exchange: &Exchange, stream: &FakeStream, buffered: &str, last: &str) {
+    assert_eq!(exchange.request_headers(stream, false), Verdict::Stop);
+    stream.set_body(Body::ReceivedRequest, buffered.as_bytes());
+    assert_eq!(exchange.request_body(stream, false), Verdict::Buffer);
+    stream.set_body(Body::BufferedRequest, buffered.as_bytes());
+    stream.set_body(Body::ReceivedRequest, last.as_bytes());
+}
+
 /// The request's body comes as `buffered` (held by Envoy after an earlier chunk) and `last`
 /// (the chunk that ends the stream): the routed call must carry all of it.
 fn routes_a_body_in_two_parts(buffered: &str, last: &str) {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
-    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
-    stream.set_body(Body::ReceivedRequest, buffered.as_bytes());
-    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
-    stream.set_body(Body::BufferedRequest, buffered.as_bytes());
-    stream.set_body(Body::ReceivedRequest, last.as_bytes());
+    buffer_all_but_the_last_chunk(exchange, &stream, buffered, last);
     assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
     assert_eq!(
         stream.value(HeaderMap::Request, ":path").as_deref(),
@@ -625,11 +631,7 @@ fn a_routed_call_writes_each_body_once_where_envoy_holds_it() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
     // HTTP/1.1: the body buffered, then the end of the stream in an empty chunk.
-    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
-    stream.set_body(Body::ReceivedRequest, GET_USER.as_bytes());
-    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
-    stream.set_body(Body::BufferedRequest, GET_USER.as_bytes());
-    stream.set_body(Body::ReceivedRequest, b"");
+    buffer_all_but_the_last_chunk(exchange, &stream, GET_USER, "");
     assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
     // The frame replaces Envoy's buffer; the empty chunk is not drained.
     assert_eq!(
@@ -660,11 +662,7 @@ fn a_routed_call_writes_each_body_once_where_envoy_holds_it() {
 fn request_trailers_of_a_routed_call_are_scrubbed() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
-    assert_eq!(exchange.request_headers(&stream, false), Verdict::Stop);
-    stream.set_body(Body::ReceivedRequest, GET_USER.as_bytes());
-    assert_eq!(exchange.request_body(&stream, false), Verdict::Buffer);
-    stream.set_body(Body::BufferedRequest, GET_USER.as_bytes());
-    stream.set_body(Body::ReceivedRequest, b"");
+    buffer_all_but_the_last_chunk(exchange, &stream, GET_USER, "");
     stream.set_map(HeaderMap::RequestTrailers, &[("grpc-timeout", b"1S"), ("x-evil", b"1")]);
     assert_eq!(exchange.request_trailers(&stream), Verdict::Continue);
     assert!(stream.headers(HeaderMap::RequestTrailers).is_empty());
