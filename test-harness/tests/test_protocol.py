@@ -206,11 +206,15 @@ class TestSep2243Headers:
         assert message in error["message"]
         assert upstream.total_calls() == 0
 
-    def test_base64_encoded_name_is_decoded(self, mcp: Mcp, upstream: Upstream) -> None:
+    def test_a_base64_encoded_name_that_can_be_sent_plain_is_refused(self, mcp: Mcp, upstream: Upstream) -> None:
+        """One spelling per name: an encoded alias would slip past a rule on the header in
+        front of the filter (test_trust.py puts Envoy's RBAC there). Tool names are always
+        plain, so the encoded form never names one."""
         encoded = "=?base64?" + base64.b64encode(b"UserService_GetUser").decode() + "?="
-        result = mcp.modern("tools/call", self.CALL, headers={"mcp-name": encoded}).json()["result"]
-        assert result["isError"] is False
-        assert upstream.total_calls() == 1
+        response = mcp.modern("tools/call", self.CALL, headers={"mcp-name": encoded})
+        assert response.status_code == 400
+        assert response.json()["error"]["code"] == -32020
+        assert upstream.total_calls() == 0
 
     def test_duplicated_routing_header_is_refused(self, mcp: Mcp, upstream: Upstream) -> None:
         body = {"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {**self.CALL, "_meta": {

@@ -1,6 +1,9 @@
 //! MCP protocol versions and eras, chosen per request, and the checks the stateless
 //! 2026-07-28 era makes before a request is served (SEP-2243 header/body agreement).
 
+use std::borrow::Cow;
+use std::fmt;
+
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
@@ -168,15 +171,17 @@ fn check_headers_match_body(
     let Some(body_name) = params.get(name_key).and_then(Value::as_str) else {
         return Ok(()); // The method itself reports the missing or malformed name.
     };
-    match headers.mcp_name.as_deref().map(decode_header_value) {
-        None => mismatch(format!(
+    let Some(header) = headers.mcp_name.as_deref() else {
+        return mismatch(format!(
             "the Mcp-Name header is missing (body {name_key} is {body_name:?})"
-        )),
-        Some(None) => mismatch("the Mcp-Name header has a malformed =?base64?...?= value".into()),
-        Some(Some(header)) if header != body_name => mismatch(format!(
+        ));
+    };
+    match decode_header_value(header) {
+        Err(problem) => mismatch(problem.to_string()),
+        Ok(header) if header != body_name => mismatch(format!(
             "Mcp-Name header {header:?} does not match body {name_key} {body_name:?}"
         )),
-        Some(Some(_)) => Ok(()),
+        Ok(_) => Ok(()),
     }
 }
 
@@ -191,18 +196,68 @@ fn name_bearing_param(method: &str) -> Option<&'static str> {
     }
 }
 
-/// Decodes a SEP-2243 header value: verbatim, or the UTF-8 inside `=?base64?…?=`.
-/// A malformed or non-canonical sentinel gives `None`, so it never matches a body value.
-pub fn decode_header_value(value: &str) -> Option<String> {
-    let Some(payload) = value.strip_prefix("=?base64?").and_then(|rest| rest.strip_suffix("?=")) else {
-        return Some(value.to_owned());
+const SENTINEL_PREFIX: &str = "=?base64?";
+const SENTINEL_SUFFIX: &str = "?=";
+
+/// Why a SEP-2243 header value is refused before it is compared with the body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HeaderValueError {
+    /// `=?base64?…?=` around something that is not canonical base64 of UTF-8.
+    Malformed,
+    /// The sentinel form of a value that can be sent plain: one value, one spelling.
+    NeedlessEncoding(String),
+    /// A plain value with bytes a plain value cannot have (or that looks like the sentinel).
+    NotPlain,
+}
+
+impl fmt::Display for HeaderValueError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            HeaderValueError::Malformed => f.write_str("the Mcp-Name header has a malformed =?base64?...?= value"),
+            HeaderValueError::NeedlessEncoding(plain) => write!(
+                f,
+                "the Mcp-Name header encodes {plain:?} as =?base64?...?=, which is only for values that cannot be sent plain; send Mcp-Name: {plain}"
+            ),
+            HeaderValueError::NotPlain => f.write_str(
+                "the Mcp-Name header has characters a plain value cannot have (non-ASCII, control characters, whitespace at either end, or the =?base64?...?= form itself); send it as =?base64?...?=",
+            ),
+        }
+    }
+}
+
+/// Decodes a SEP-2243 header value: a plain value as it is, or the UTF-8 inside
+/// `=?base64?…?=`. The sentinel form is taken only where the value cannot be sent plain, so that
+/// each value has exactly one spelling: an RBAC rule or a rate limit on the header in front of
+/// the filter sees what the filter serves, and no alias slips past it.
+pub fn decode_header_value(value: &str) -> Result<Cow<'_, str>, HeaderValueError> {
+    let Some(payload) = value
+        .strip_prefix(SENTINEL_PREFIX)
+        .and_then(|rest| rest.strip_suffix(SENTINEL_SUFFIX))
+    else {
+        return match can_be_plain(value) {
+            true => Ok(Cow::Borrowed(value)),
+            false => Err(HeaderValueError::NotPlain),
+        };
     };
     let engine = base64::engine::general_purpose::STANDARD;
-    let bytes = engine.decode(payload).ok()?;
+    let bytes = engine.decode(payload).map_err(|_| HeaderValueError::Malformed)?;
     if engine.encode(&bytes) != payload {
-        return None;
+        return Err(HeaderValueError::Malformed);
     }
-    String::from_utf8(bytes).ok()
+    let decoded = String::from_utf8(bytes).map_err(|_| HeaderValueError::Malformed)?;
+    match can_be_plain(&decoded) {
+        true => Err(HeaderValueError::NeedlessEncoding(decoded)),
+        false => Ok(Cow::Owned(decoded)),
+    }
+}
+
+/// Whether a value can go in a header as it is (SEP-2243's value encoding): visible ASCII,
+/// spaces and tabs, none at either end, and not itself of the sentinel's shape.
+fn can_be_plain(value: &str) -> bool {
+    let visible = value.bytes().all(|byte| matches!(byte, b' ' | b'\t' | 0x21..=0x7e));
+    let trimmed = !value.starts_with([' ', '\t']) && !value.ends_with([' ', '\t']);
+    let sentinel = value.starts_with(SENTINEL_PREFIX) && value.ends_with(SENTINEL_SUFFIX);
+    visible && trimmed && !sentinel
 }
 
 /// `Method not found`, worded for the era: a handshake method in 2026-07-28 names the versions

@@ -150,21 +150,76 @@ fn modern_request_with_another_version_in_both_places_is_unsupported() {
 
 #[test]
 fn header_values_decode_like_sep_2243() {
-    assert_eq!(decode_header_value("us-west1").as_deref(), Some("us-west1"));
+    let decoded = |value| decode_header_value(value).map(Cow::into_owned);
+    assert_eq!(decoded("us-west1"), Ok("us-west1".into()));
+    assert_eq!(decoded("=?base64?IHBhZGRlZCA=?="), Ok(" padded ".into()));
+    assert_eq!(decoded("=?base64?SGVsbG8sIOS4lueVjA==?="), Ok("Hello, 世界".into()));
+    assert_eq!(decoded("=?base64?bGluZTEKbGluZTI=?="), Ok("line1\nline2".into()));
     assert_eq!(
-        decode_header_value("=?base64?IHBhZGRlZCA=?=").as_deref(),
-        Some(" padded ")
+        decoded("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="),
+        Ok("=?base64?literal?=".into())
     );
+    assert_eq!(decoded("=?base64?not base64?="), Err(HeaderValueError::Malformed));
     assert_eq!(
-        decode_header_value("=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?=").as_deref(),
-        Some("=?base64?literal?=")
-    );
-    assert_eq!(decode_header_value("=?base64?not base64?="), None);
-    assert_eq!(decode_header_value("=?base64?SGk=?="), Some("Hi".into()));
-    assert_eq!(
-        decode_header_value("=?base64?SGl=?="),
-        None,
+        decoded("=?base64?SGl=?="),
+        Err(HeaderValueError::Malformed),
         "non-canonical padding bits"
     );
-    assert_eq!(decode_header_value("=?base64?/w==?="), None, "not UTF-8");
+    assert_eq!(
+        decoded("=?base64?/w==?="),
+        Err(HeaderValueError::Malformed),
+        "not UTF-8"
+    );
+    assert_eq!(decoded("=?base64?literal?="), Err(HeaderValueError::Malformed));
+}
+
+/// A value that can be sent plain has one spelling: its encoded alias would slip past a rule
+/// on the header in front of the filter (Envoy's RBAC), so it is refused.
+#[test]
+fn a_value_that_can_be_sent_plain_is_refused_encoded() {
+    for (encoded, plain) in [
+        ("=?base64?Q2F0YWxvZ1NlcnZpY2VfR2V0SXRlbQ==?=", "CatalogService_GetItem"),
+        ("=?base64?SGk=?=", "Hi"),
+        ("=?base64?YSBi?=", "a b"),
+        ("=?base64??=", ""),
+    ] {
+        assert_eq!(
+            decode_header_value(encoded),
+            Err(HeaderValueError::NeedlessEncoding(plain.into())),
+            "{encoded}"
+        );
+    }
+    for plain in [" padded", "trailing\t", "caf\u{e9}", "bell\u{7}", "=?base64?x?="] {
+        assert!(!can_be_plain(plain), "{plain:?} needs the sentinel form");
+    }
+    assert_eq!(decode_header_value("caf\u{e9}"), Err(HeaderValueError::NotPlain));
+    let headers = modern_headers("tools/call", Some("=?base64?R2V0VXNlcg==?="));
+    let error =
+        check_modern_request(&json!(1), "tools/call", &params(json!({"name": "GetUser"})), &headers).unwrap_err();
+    assert_eq!(error.code, HEADER_MISMATCH);
+    assert_eq!(
+        error.message,
+        "Header mismatch: the Mcp-Name header encodes \"GetUser\" as =?base64?...?=, which is only for values that cannot be sent plain; send Mcp-Name: GetUser"
+    );
+}
+
+proptest::proptest! {
+    /// Every value has one accepted spelling: plain where it can be, else the sentinel form,
+    /// and the other spelling is refused.
+    #[test]
+    fn every_value_has_exactly_one_spelling(value in "\\PC{0,40}|[ -~]{0,40}") {
+        let encoded = format!("=?base64?{}?=", base64::engine::general_purpose::STANDARD.encode(&value));
+        let plain_ok = decode_header_value(&value).ok().map(Cow::into_owned);
+        let encoded_ok = decode_header_value(&encoded).ok().map(Cow::into_owned);
+        match can_be_plain(&value) {
+            true => {
+                proptest::prop_assert_eq!(plain_ok, Some(value.clone()));
+                proptest::prop_assert_eq!(encoded_ok, None);
+            }
+            false => {
+                proptest::prop_assert_eq!(encoded_ok, Some(value.clone()));
+                proptest::prop_assert!(plain_ok.as_deref() != Some(value.as_str()));
+            }
+        }
+    }
 }
