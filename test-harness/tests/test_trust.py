@@ -6,6 +6,7 @@ than its bounds. Each test here failed before the fix it stands for."""
 from __future__ import annotations
 
 import base64
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -71,3 +72,66 @@ def test_an_encoded_alias_of_a_plain_tool_name_does_not_slip_past_rbac(behind_rb
     allowed = mcp.modern("tools/call", {"name": "UserService_GetUser", "arguments": {"user_id": 1}})
     assert allowed.status_code == 200 and allowed.json()["result"]["isError"] is False, allowed.text
 
+
+CATALOG = "demo.catalog.v1.CatalogService"
+
+
+def memory(envoy: Envoy) -> tuple[int, int]:
+    """What Envoy's allocator holds (`server.memory_allocated`), and the Wasm VM's linear
+    memory (0 for the module)."""
+    stats = envoy.stats()
+    return stats["server.memory_allocated"], stats.get("wasmcustom.switchblade.vm_memory_bytes", 0)
+
+
+@pytest.fixture(scope="module")
+def streaming(upstream: Upstream):
+    plugin = demo_plugin()
+    plugin["services"][CATALOG]["streaming"] = True
+    proxy = Envoy(upstream, plugin, name="envoy-trust-streams").start()
+    yield proxy
+    proxy.stop()
+
+
+def watch_with_progress(token: Any, id: int) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+        "name": "CatalogService_WatchItems", "arguments": {"ids": ["1"]}, "_meta": {"progressToken": token}}}
+
+
+def test_a_long_progress_token_is_refused_and_progress_cannot_amplify(streaming: Envoy, upstream: Upstream) -> None:
+    """A 200 KiB token copied into each of a stream's 100 progress notifications made 20 MB of
+    answer from one request, held whole in the Wasm VM. The token is bounded now, and the
+    notifications count against the answer's bound: 20 such requests at once, five times over,
+    leave Envoy's memory and the VM's flat."""
+    upstream.reset()
+    upstream.stream_mode("many")  # 10,000 messages, as fast as the upstream can
+    mcp = Mcp(streaming.mcp_url)
+    headers = {"mcp-protocol-version": "2025-11-25"}
+    try:
+        long_token = "t" * (200 * 1024)
+        with ThreadPoolExecutor(20) as pool:
+            answers = list(pool.map(lambda id: mcp.post(watch_with_progress(long_token, id), headers), range(20)))
+        for answer in answers:
+            assert answer.status_code == 200, answer.text[:300]
+            assert answer.json()["error"] == {"code": -32602, "message": (
+                "Invalid params: params._meta.progressToken is 204800 bytes long; "
+                "a progress token is a string of at most 128 bytes or an integer")}
+        assert upstream.streams()["opened"] == 0
+        # The longest token taken, on every message of the stream: the answer stays within
+        # limits.max_response_bytes, and memory stays where the first rounds put it.
+        samples = []
+        for _ in range(5):
+            with ThreadPoolExecutor(20) as pool:
+                answers = list(pool.map(lambda id: Mcp(streaming.mcp_url).post(watch_with_progress("p" * 128, id), headers),
+                                        range(20)))
+            for answer in answers:
+                assert answer.status_code == 200 and answer.headers["content-type"] == "text/event-stream"
+                events = [line for line in answer.text.splitlines() if line.startswith("data: ")]
+                assert len(events) == 101, len(events)  # 100 notifications, then the result
+                assert len(answer.content) < 4 * 1024 * 1024
+            samples.append(memory(streaming))
+        allocated = [sample[0] for sample in samples[2:]]
+        vm = [sample[1] for sample in samples[2:]]
+        assert max(allocated) - min(allocated) < 16 * 2**20, f"Envoy's memory kept growing: {samples}"
+        assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+    finally:
+        upstream.reset()

@@ -191,7 +191,7 @@ impl StreamCollector {
                     break;
                 }
                 let length = self.declared_length();
-                if length > self.max_bytes.saturating_sub(self.bytes) {
+                if length > self.room() {
                     self.stopped = Some(EndReason::MaxBytes);
                     break;
                 }
@@ -212,15 +212,39 @@ impl StreamCollector {
 
     /// Takes one message as a host that reads frames itself hands it over; whether it was kept.
     pub fn push(&mut self, message: &[u8]) -> bool {
-        if self.is_done() {
-            return false;
-        }
-        if message.len() > self.max_bytes.saturating_sub(self.bytes) {
-            self.stopped = Some(EndReason::MaxBytes);
+        if !self.admits(message.len()) {
             return false;
         }
         self.keep(message.to_vec());
         true
+    }
+
+    /// Whether a message of `size` bytes, not yet read, would be kept: a host asks before it
+    /// copies a message whose size it knows, and one past the bound stops the stream unread.
+    pub fn admits(&mut self, size: usize) -> bool {
+        if self.is_done() {
+            return false;
+        }
+        if size > self.room() {
+            self.stopped = Some(EndReason::MaxBytes);
+            return false;
+        }
+        true
+    }
+
+    /// Spends `bytes` of the bound on something else the answer carries for the stream (its
+    /// progress notifications); past the bound, the stream stops there.
+    pub fn spend(&mut self, bytes: usize) -> bool {
+        if bytes > self.room() {
+            self.stopped.get_or_insert(EndReason::MaxBytes);
+            return false;
+        }
+        self.bytes += bytes;
+        true
+    }
+
+    fn room(&self) -> usize {
+        self.max_bytes.saturating_sub(self.bytes)
     }
 
     fn keep(&mut self, message: Vec<u8>) {

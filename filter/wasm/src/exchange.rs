@@ -134,8 +134,13 @@ impl Context for Exchange {
     }
 
     fn on_grpc_stream_message(&mut self, token: u32, size: usize) {
-        let message = buffer(BufferType::GrpcReceiveBuffer, size);
-        let stop = self.inner.borrow_mut().heard(token, CallPart::Message(&message));
+        // A message past the bound stops the stream before it is copied into the VM, whose
+        // memory never shrinks.
+        let mut stop = self.inner.borrow_mut().refuses_message(token, size);
+        if !stop {
+            let message = buffer(BufferType::GrpcReceiveBuffer, size);
+            stop = self.inner.borrow_mut().heard(token, CallPart::Message(&message));
+        }
         if stop {
             // A bound reached: the upstream stream is cancelled now, the call ends here.
             if let Err(status) = hostcalls::cancel_grpc_stream(token) {
@@ -329,6 +334,15 @@ impl Inner {
                 let _ = hostcalls::cancel_grpc_stream(stream);
             }
         }
+    }
+
+    /// Whether a stream message of `size` bytes, not read yet, would pass a bound.
+    fn refuses_message(&mut self, token: u32, size: usize) -> bool {
+        let Inner { server, state, .. } = self;
+        let State::AwaitingUpstream(reply) = state else {
+            return false;
+        };
+        server.admits_message(reply, STREAM | u64::from(token), size).stop
     }
 
     /// A part of a stream's answer; whether a bound now stops it.

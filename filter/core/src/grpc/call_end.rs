@@ -116,6 +116,18 @@ impl CallResponse {
         0
     }
 
+    /// Whether a message of `size` bytes, not yet read, would be kept (see
+    /// [`StreamCollector::admits`]); an answer that is not a stream takes it whole.
+    pub fn admits_message(&mut self, size: usize) -> bool {
+        self.stream.as_mut().is_none_or(|stream| stream.admits(size))
+    }
+
+    /// Spends `bytes` of a stream's bound on what the answer carries beside its messages (see
+    /// [`StreamCollector::spend`]).
+    pub fn spend(&mut self, bytes: usize) -> bool {
+        self.stream.as_mut().is_none_or(|stream| stream.spend(bytes))
+    }
+
     /// How the call ended, once the host says it has (`reset`: without a whole answer). For a
     /// stream, how it closed: its status, or the failure that ended it (the messages are in
     /// [`Self::stream`]).

@@ -254,6 +254,12 @@ impl Server {
         reply.heard(token, part)
     }
 
+    /// A stream message of `size` bytes has come on the call under `token`, not yet read:
+    /// whether the host is to stop the call instead of reading it (it would pass the bound).
+    pub fn admits_message(&self, reply: &mut Reply, token: u64, size: usize) -> Heard {
+        reply.admits_message(token, size)
+    }
+
     /// The call under `token` has ended (`reset`: without a whole answer): its result is filed.
     /// Nothing happens for a token that is not out (ended already, or never started). Gives
     /// back the headers its answer came with (empty if none), for a host that rewrites them.

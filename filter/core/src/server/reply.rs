@@ -124,6 +124,28 @@ struct Progress {
     streamed: bool,
 }
 
+impl Progress {
+    /// The notification of the next message gathered, as an SSE event.
+    fn next_event(&mut self) -> Vec<u8> {
+        self.count += 1;
+        let notification = json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": self.token,
+                "progress": self.count,
+                "message": match self.count {
+                    1 => "1 message received".to_owned(),
+                    count => format!("{count} messages received"),
+                },
+            },
+        });
+        let mut event = Vec::new();
+        push_event(&mut event, &jsonrpc::encode(&notification));
+        event
+    }
+}
+
 /// What a host is to do after handing over part of a call's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Heard {
@@ -252,31 +274,35 @@ impl Reply {
 
     /// Adds what the host heard on the call under `token` (ignored once it has ended), with a
     /// progress notification per stream message it completed when the answer is an SSE stream.
+    /// The notifications are part of the answer: their bytes count against the stream's bound
+    /// (`limits.max_response_bytes`), which stops the stream where they would pass it.
     pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>) -> Heard {
         let Some(out) = self.out.iter_mut().find(|out| out.token == token) else {
             return Heard { stop: false };
         };
         let completed = out.response.add(part, self.max_response_bytes);
-        let stop = out.response.stream().is_some_and(|stream| stream.is_done());
         if let Some(progress) = &mut self.progress {
             for _ in 0..completed {
-                progress.count += 1;
-                let notification = json!({
-                    "jsonrpc": "2.0",
-                    "method": "notifications/progress",
-                    "params": {
-                        "progressToken": progress.token,
-                        "progress": progress.count,
-                        "message": match progress.count {
-                            1 => "1 message received".to_owned(),
-                            count => format!("{count} messages received"),
-                        },
-                    },
-                });
-                push_event(&mut progress.events, &jsonrpc::encode(&notification));
+                let event = progress.next_event();
+                if !out.response.spend(event.len()) {
+                    break;
+                }
+                progress.events.extend_from_slice(&event);
             }
         }
+        let stop = out.response.stream().is_some_and(|stream| stream.is_done());
         Heard { stop }
+    }
+
+    /// Whether the call under `token` would keep a stream message of `size` bytes that the host
+    /// has not read yet: if not, the stream stops unread (`stop`), as it would have once read.
+    pub(crate) fn admits_message(&mut self, token: u64, size: usize) -> Heard {
+        let Some(out) = self.out.iter_mut().find(|out| out.token == token) else {
+            return Heard { stop: false };
+        };
+        Heard {
+            stop: !out.response.admits_message(size),
+        }
     }
 
     /// The progress notifications not yet handed over, as SSE events, for a host that sends

@@ -126,6 +126,7 @@ mod legacy_era;
 mod metadata;
 mod modern_era;
 mod observations;
+mod progress;
 mod routing_header;
 mod strict_arguments;
 mod wrapped_roots;

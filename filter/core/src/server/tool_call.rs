@@ -54,6 +54,7 @@ impl Server {
             };
             return Err(RpcError::new(id, INVALID_PARAMS, message));
         };
+        let progress_token = progress_token(id, params)?;
         // A task tool's call is a task, or waits for its operation; a task asked of another
         // tool is refused before its arguments are read.
         let task = self.call_purpose(context, id, tool, params)?;
@@ -79,7 +80,7 @@ impl Server {
                 call.task = task.map(Box::new);
                 // Progress goes on an SSE answer to one call, when the client reads SSE.
                 if !context.batch && tool.kind.receives_many() && context.headers.accepts_event_stream() {
-                    call.progress_token = progress_token(params);
+                    call.progress_token = progress_token;
                 }
                 Ok(Handled::Call(call))
             }
@@ -143,10 +144,30 @@ impl Server {
     }
 }
 
-/// `params._meta.progressToken`: a string or an integer.
-fn progress_token(params: &Map<String, Value>) -> Option<Value> {
-    let token = params.get("_meta")?.get("progressToken")?;
-    (token.is_string() || token.is_i64() || token.is_u64()).then(|| token.clone())
+/// The longest `params._meta.progressToken` taken, in bytes of its JSON string: every progress
+/// notification repeats it, so a longer one would multiply a small request into a large answer.
+pub const MAX_PROGRESS_TOKEN_BYTES: usize = 128;
+
+/// `params._meta.progressToken`, if the request asks for progress: a string of at most
+/// [`MAX_PROGRESS_TOKEN_BYTES`] bytes, or an integer.
+fn progress_token(id: &Value, params: &Map<String, Value>) -> Result<Option<Value>, RpcError> {
+    let Some(token) = params.get("_meta").and_then(|meta| meta.get("progressToken")) else {
+        return Ok(None);
+    };
+    let refuse = |problem: String| {
+        Err(RpcError::new(
+            id,
+            INVALID_PARAMS,
+            format!("Invalid params: params._meta.progressToken {problem}; a progress token is a string of at most {MAX_PROGRESS_TOKEN_BYTES} bytes or an integer"),
+        ))
+    };
+    match token {
+        Value::String(text) if text.len() > MAX_PROGRESS_TOKEN_BYTES => refuse(format!("is {} bytes long", text.len())),
+        Value::String(_) => Ok(Some(token.clone())),
+        Value::Number(number) if number.is_i64() || number.is_u64() => Ok(Some(token.clone())),
+        Value::Number(_) => refuse("is a number that is not an integer".to_owned()),
+        other => refuse(format!("is {}", json_type(other))),
+    }
 }
 
 /// The items of a streaming call's `messages`: an array of at most the tool's `max_messages`,
