@@ -69,8 +69,14 @@ fn http_filters(bootstrap: &Value) -> &Vec<Value> {
         .unwrap()
 }
 
-/// Both bootstraps: one HTTP/2 cluster per named cluster, and the stats' tag extraction.
+/// Both bootstraps: one HTTP/2 cluster per named cluster, the stats' tag extraction, and the
+/// address policy the rate limits rely on (the peer, never a client's X-Forwarded-For).
 fn assert_clusters_and_stats(bootstrap: &Value) {
+    let manager = bootstrap
+        .pointer("/static_resources/listeners/0/filter_chains/0/filters/0/typed_config")
+        .unwrap();
+    assert_eq!(manager["use_remote_address"], true);
+    assert_eq!(manager["xff_num_trusted_hops"], 0);
     let clusters = bootstrap["static_resources"]["clusters"].as_array().unwrap();
     let names: Vec<&str> = clusters.iter().map(|c| c["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["catalog_grpc", "users_grpc"]);
@@ -206,13 +212,25 @@ fn envoy_gateway_prints_the_policies_and_the_proxy_settings() {
     let text = demo("envoy-gateway", &[]).ok();
     let documents = yaml_documents(&text);
     let kinds: Vec<&str> = documents.iter().map(|d| d["kind"].as_str().unwrap()).collect();
-    assert_eq!(kinds, ["EnvoyProxy", "BackendTrafficPolicy", "EnvoyExtensionPolicy"]);
+    assert_eq!(
+        kinds,
+        [
+            "EnvoyProxy",
+            "ClientTrafficPolicy",
+            "BackendTrafficPolicy",
+            "EnvoyExtensionPolicy"
+        ]
+    );
     assert_eq!(
         documents[0]["spec"]["filterOrder"],
         json!([{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}])
     );
-    assert_eq!(documents[1]["spec"]["requestBuffer"], json!({"limit": "1Mi"}));
-    let wasm = &documents[2]["spec"]["wasm"][0];
+    assert_eq!(
+        documents[1]["spec"]["clientIPDetection"],
+        json!({"xForwardedFor": {"numTrustedHops": 0}})
+    );
+    assert_eq!(documents[2]["spec"]["requestBuffer"], json!({"limit": "1Mi"}));
+    let wasm = &documents[3]["spec"]["wasm"][0];
     assert_eq!(wasm["rootID"], "switchblade");
     assert_eq!(
         wasm["code"]["image"]["url"],

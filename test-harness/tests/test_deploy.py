@@ -94,9 +94,10 @@ def test_the_cli_prints_the_istio_manifests_resources(tmp_path: Path) -> None:
 def test_the_cli_prints_the_envoy_gateway_manifests_resources(tmp_path: Path) -> None:
     policy = resource(ENVOY_GATEWAY, "EnvoyExtensionPolicy")
     cluster = next(iter(policy["spec"]["wasm"][0]["config"]["services"].values()))["cluster"]
-    proxy, buffer, extension = printed("envoy-gateway", cluster)
+    proxy, client, buffer, extension = printed("envoy-gateway", cluster)
     # The same resources, in the namespace `kubectl apply` is given rather than a fixed one.
-    for document, kind in ((proxy, "EnvoyProxy"), (buffer, "BackendTrafficPolicy"), (extension, "EnvoyExtensionPolicy")):
+    for document, kind in ((proxy, "EnvoyProxy"), (client, "ClientTrafficPolicy"), (buffer, "BackendTrafficPolicy"),
+                           (extension, "EnvoyExtensionPolicy")):
         expected = resource(ENVOY_GATEWAY, kind)
         assert document["kind"] == kind and document["metadata"]["name"] == expected["metadata"]["name"]
         if kind != "EnvoyExtensionPolicy":
@@ -106,7 +107,7 @@ def test_the_cli_prints_the_envoy_gateway_manifests_resources(tmp_path: Path) ->
     assert {k: v for k, v in wasm.items() if k != "config"} == {k: v for k, v in expected_wasm.items() if k != "config"}
     assert extension["spec"]["targetRefs"] == policy["spec"]["targetRefs"]
     output = tmp_path / "envoy-gateway.yaml"
-    output.write_text(yaml.safe_dump_all([proxy, buffer, extension]))
+    output.write_text(yaml.safe_dump_all([proxy, client, buffer, extension]))
     assert check(output).stdout == f"{output}: EnvoyExtensionPolicy switchblade: 3 tools\n"
 
 

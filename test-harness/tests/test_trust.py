@@ -5,15 +5,24 @@ than its bounds. Each test here failed before the fix it stands for."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
+import copy
+import json
+import os
+import socket
+import subprocess
+import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Iterator
 
 import pytest
 
 from filter_build import demo_plugin
 from mcp_client import Mcp
-from processes import Envoy, Upstream, demo_config, http_filters
+from processes import Envoy, Upstream, demo_config, free_port, http_filters
 
 GET_ITEM = {"name": "CatalogService_GetItem", "arguments": {"id": "1"}}
 
@@ -135,3 +144,163 @@ def test_a_long_progress_token_is_refused_and_progress_cannot_amplify(streaming:
         assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
     finally:
         upstream.reset()
+
+
+# -- Who a caller is: the connection's peer, never what a client writes ----------------------
+
+def call_body(id: int) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+                       "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}}).encode()
+
+
+def http_request(host: str, body: bytes, extra: str = "") -> bytes:
+    return (f"POST /mcp HTTP/1.1\r\nhost: {host}\r\ncontent-type: application/json\r\n"
+            f"accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-03-26\r\n"
+            f"content-length: {len(body)}\r\n{extra}\r\n").encode() + body
+
+
+async def read_response(reader: asyncio.StreamReader) -> int:
+    """The status of one HTTP/1.1 response, its body read and dropped."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    length = next(int(line.split(":", 1)[1]) for line in lines if line.lower().startswith("content-length:"))
+    await reader.readexactly(length)
+    return int(lines[0].split()[1])
+
+
+async def from_forged_addresses(port: int, count: int, connections: int = 8) -> Counter:
+    """`count` calls over a few kept-alive connections from 127.0.0.1, each naming a caller
+    of its own in `X-Forwarded-For`."""
+    statuses: Counter = Counter()
+
+    async def connection(first: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        for index in range(first, count, connections):
+            forged = f"10.{index >> 16 & 255}.{index >> 8 & 255}.{index & 255}"
+            writer.write(http_request(f"127.0.0.1:{port}", call_body(index), f"x-forwarded-for: {forged}\r\n"))
+            statuses[await read_response(reader)] += 1
+        writer.close()
+
+    await asyncio.gather(*(connection(first) for first in range(connections)))
+    return statuses
+
+
+async def from_addresses(host: str, port: int, addresses: Iterator[str], concurrency: int = 32) -> Counter:
+    """One call per address, each on a connection of its own from that address."""
+    statuses: Counter = Counter()
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+
+    async def one(address: str) -> None:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)
+        sock.bind((address, 0))
+        sock.setblocking(False)
+        await asyncio.get_running_loop().sock_connect(sock, (host, port))
+        reader, writer = await asyncio.open_connection(sock=sock)
+        writer.write(http_request(f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}", call_body(1),
+                                  "connection: close\r\n"))
+        statuses[await read_response(reader)] += 1
+        writer.close()
+
+    async def worker() -> None:
+        for address in addresses:
+            await one(address)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return statuses
+
+
+IPV6_FREEBIND = 78
+# A /64 routed to the loopback device for the test: any address in it can be bound.
+TEST_PREFIX = "fd00:5b"
+
+
+@contextlib.contextmanager
+def ipv6_test_prefix() -> Iterator[None]:
+    route = ["ip", "-6", "route", "add", "local", f"{TEST_PREFIX}::/64", "dev", "lo"]
+    if os.geteuid() != 0 or subprocess.run(route, capture_output=True).returncode != 0:
+        pytest.skip(f"needs root to route {TEST_PREFIX}::/64 to the loopback device")
+    try:
+        yield
+    finally:
+        subprocess.run(["ip", "-6", "route", "del", "local", f"{TEST_PREFIX}::/64", "dev", "lo"], capture_output=True)
+
+
+def ipv6_listener(bootstrap: dict[str, Any]) -> int:
+    """A second listener, on [::1], serving the same routes and filters (a copy of the first,
+    as an Envoy has set it up); its port."""
+    listener = copy.deepcopy(bootstrap["static_resources"]["listeners"][0])
+    port = free_port()
+    listener["name"] = "mcp-ipv6"
+    listener["address"]["socket_address"] = {"address": "::1", "port_value": port}
+    bootstrap["static_resources"]["listeners"].append(listener)
+    return port
+
+
+def test_callers_cannot_choose_who_they_are_and_any_number_of_them_is_held_in_bounded_memory(upstream: Upstream) -> None:
+    """Each client is counted by its connection's address (the bootstrap's
+    `use_remote_address: true`), an IPv6 client by its /64, and the callers held are bounded
+    (`limits.max_callers`). 200,000 calls: 50,000 naming a fresh caller in X-Forwarded-For
+    each, 50,000 from fresh addresses in one IPv6 /64 (both one caller, limited as one), then
+    100,000 from fresh IPv4 addresses (as many callers, each served) with Envoy's memory flat."""
+    plugin = demo_plugin()
+    plugin["limits"] = {"rules": [{"match": "*", "requests_per_second": 1, "burst": 2}]}
+    with ipv6_test_prefix():
+        envoy = Envoy(upstream, plugin, name="envoy-trust-callers")
+        ipv6_port = ipv6_listener(envoy.config)
+        envoy.start()
+        try:
+            upstream.reset()
+            assert ("rate limits: callers are counted by Envoy's downstream address (source.address), "
+                    "IPv4 by /32 and IPv6 by /64") in envoy.logs()
+            started = time.monotonic()
+            forged = asyncio.run(from_forged_addresses(envoy.port, 50_000))
+            allowed = 2 + (time.monotonic() - started)
+            assert forged[200] <= allowed and forged[429] == 50_000 - forged[200], (forged, allowed)
+            started = time.monotonic()
+            one_network = (f"{TEST_PREFIX}::{index >> 16 & 0xffff:x}:{index & 0xffff:x}" for index in range(1, 50_001))
+            rotated = asyncio.run(from_addresses("::1", ipv6_port, one_network))
+            allowed = 2 + (time.monotonic() - started)
+            assert rotated[200] <= allowed and rotated[429] == 50_000 - rotated[200], (rotated, allowed)
+            samples = []
+            for first in range(0, 100_000, 20_000):
+                addresses = (f"127.{(first + i) >> 16 & 255}.{(first + i) >> 8 & 255}.{((first + i) & 255) or 1}"
+                             for i in range(20_000))
+                many = asyncio.run(from_addresses("127.0.0.1", envoy.port, addresses))
+                assert many[200] >= 19_000, many  # a fresh caller each (an address ending .0 is .1 again)
+                samples.append(memory(envoy))
+            # The table of 10,000 places fills in the first rounds; after it, nothing more is kept.
+            allocated = [sample[0] for sample in samples]
+            assert max(allocated[2:]) - min(allocated[1:]) < 4 * 2**20, f"Envoy's memory kept growing: {samples}"
+            vm = [sample[1] for sample in samples]
+            assert max(vm[1:]) - min(vm[1:]) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+        finally:
+            envoy.stop()
+
+
+async def first_calls_at_once(port: int, address: str, count: int) -> Counter:
+    """`count` calls from one new caller, on `count` connections opened first, sent at once."""
+    statuses: Counter = Counter()
+    connections = [await asyncio.open_connection("127.0.0.1", port, local_addr=(address, 0)) for _ in range(count)]
+    for index, (_, writer) in enumerate(connections):
+        writer.write(http_request(f"127.0.0.1:{port}", call_body(index)))
+    for reader, writer in connections:
+        statuses[await read_response(reader)] += 1
+        writer.close()
+    return statuses
+
+
+def test_concurrent_first_calls_of_a_caller_get_exactly_its_burst(upstream: Upstream) -> None:
+    """A caller's first calls, at once on two workers: both found its bucket new, and the
+    second's fresh bucket was written over the first's take (two calls passed a burst of 1).
+    Now a new bucket is written only where none is."""
+    plugin = demo_plugin()
+    plugin["limits"] = {"rules": [{"match": "*", "requests_per_second": 0.001, "burst": 1}]}
+    envoy = Envoy(upstream, plugin, name="envoy-trust-first", workers=2).start()
+    try:
+        served = [asyncio.run(first_calls_at_once(envoy.port, f"127.77.{caller // 250}.{caller % 250 + 1}", 32))[200]
+                  for caller in range(1000)]
+        assert set(served) == {1}, Counter(served)
+    finally:
+        envoy.stop()

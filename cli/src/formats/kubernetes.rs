@@ -33,6 +33,18 @@ The proxy's settings (the Gateway's infrastructure.parametersRef names it): the 
 after Wasm filters (Envoy Gateway puts it first by default), and the tag extraction of
 Switchblade's stats.";
 
+const GATEWAY_CLIENT_COMMENT: &str = "\
+Who the client is: the connection's peer (Envoy Gateway sets use_remote_address), never an
+X-Forwarded-For entry a client wrote; Switchblade's rate limits count callers by it. Behind N
+load balancers of your own, set numTrustedHops: N.";
+
+const ISTIO_ADDRESS_NOTE: &str = "
+
+Istio's gateways count the connection's peer as the client (use_remote_address); Switchblade's
+rate limits count callers by it. Behind N load balancers of your own, set the gateway's
+proxy.istio.io/config annotation to {gatewayTopology: {numTrustedProxies: N}}. Istio sets no
+vm_id: the filter keeps its shared data under keys of its own (SECURITY.md).";
+
 const GATEWAY_BUFFER_COMMENT: &str = "\
 Envoy's buffer filter on the MCP route: it holds MCP requests back from the router while the
 filter reads the body.";
@@ -105,7 +117,8 @@ pub fn istio(wiring: &Wiring<'_>) -> Result<String, String> {
             "pluginConfig": wiring.plugin
         }
     });
-    documents(&[(ISTIO_BUFFER_COMMENT, buffer), (ISTIO_PLUGIN_COMMENT, plugin)])
+    let plugin_comment = format!("{ISTIO_PLUGIN_COMMENT}{ISTIO_ADDRESS_NOTE}");
+    documents(&[(ISTIO_BUFFER_COMMENT, buffer), (&plugin_comment, plugin)])
 }
 
 pub fn envoy_gateway(wiring: &Wiring<'_>) -> Result<String, String> {
@@ -123,6 +136,15 @@ pub fn envoy_gateway(wiring: &Wiring<'_>) -> Result<String, String> {
         "spec": {
             "filterOrder": [{"name": "envoy.filters.http.buffer", "after": "envoy.filters.http.wasm"}],
             "bootstrap": {"type": "JSONPatch", "jsonPatches": patches}
+        }
+    });
+    let client = json!({
+        "apiVersion": "gateway.envoyproxy.io/v1alpha1",
+        "kind": "ClientTrafficPolicy",
+        "metadata": {"name": "mcp-client-address"},
+        "spec": {
+            "targetRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": MCP_ROUTE}],
+            "clientIPDetection": {"xForwardedFor": {"numTrustedHops": 0}}
         }
     });
     let buffer = json!({
@@ -148,6 +170,7 @@ pub fn envoy_gateway(wiring: &Wiring<'_>) -> Result<String, String> {
     });
     documents(&[
         (GATEWAY_PROXY_COMMENT, proxy),
+        (GATEWAY_CLIENT_COMMENT, client),
         (GATEWAY_BUFFER_COMMENT, buffer),
         (GATEWAY_POLICY_COMMENT, policy),
     ])

@@ -149,6 +149,14 @@ fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Val
                     "typed_config": {
                         "@type": "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
                         "stat_prefix": "mcp",
+                        // Who the client is: the connection's peer, never an X-Forwarded-For
+                        // entry a client wrote (the rate limits count callers by it); behind N
+                        // proxies of one's own, xff_num_trusted_hops: N.
+                        "use_remote_address": true,
+                        "xff_num_trusted_hops": 0,
+                        // A client's X-Request-Id, which Envoy would replace at the edge, names
+                        // its calls in the access log.
+                        "preserve_external_request_id": true,
                         "route_config": {
                             "name": "local",
                             "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": routes}]

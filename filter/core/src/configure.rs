@@ -37,6 +37,9 @@ pub fn configure_with_process_key(bytes: &[u8], process_key: Option<[u8; 32]>) -
              and a poll that reaches another Envoy is refused; set tasks.keys to the same key on every Envoy (switchblade config writes one)"
         );
     }
+    if let Some(quota) = server.quota() {
+        log::info!("rate limits: {}", quota.describe_callers());
+    }
     let refresher = Discovery::new(&config, &pool).map(Refresher::new);
     Ok(Configured { server, refresher })
 }

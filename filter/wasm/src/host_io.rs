@@ -10,7 +10,7 @@ use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::grpc::call_end::WholeCallResponse;
 use switchblade_core::http::{HeaderCopy, HeaderPair};
 use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::{Conflict, SharedCounters};
+use switchblade_core::quota::counters::{Conflict, Expect, SharedCounters};
 
 /// The host's clock, for the time a call is out.
 pub(crate) fn now() -> Duration {
@@ -98,6 +98,10 @@ pub(crate) fn client_address() -> Option<String> {
     String::from_utf8(bytes).ok()
 }
 
+/// A check-and-set value no entry has in practice (Envoy numbers versions from 1 up, one per
+/// write): a set with it inserts a key where none is, and fails where another VM put one first.
+pub(crate) const ONLY_IF_ABSENT: u32 = u32::MAX;
+
 /// The rate limits' counters in proxy-wasm's shared data, which every VM of the filter (one
 /// per worker) reads and writes: a `set` with the version a `get` gave fails when another VM
 /// wrote in between (`CasMismatch`), and the core tries again.
@@ -117,8 +121,12 @@ impl SharedCounters for SharedData {
         }
     }
 
-    fn set(&self, key: &str, value: &[u8], version: Option<u32>) -> Result<(), Conflict> {
-        hostcalls::set_shared_data(key, Some(value), version).map_err(|status| {
+    fn set(&self, key: &str, value: &[u8], expect: Expect) -> Result<(), Conflict> {
+        let cas = match expect {
+            Expect::Absent => ONLY_IF_ABSENT,
+            Expect::Version(version) => version,
+        };
+        hostcalls::set_shared_data(key, Some(value), Some(cas)).map_err(|status| {
             if status != Status::CasMismatch {
                 warn!("cannot write shared data {key}: {status:?}");
             }

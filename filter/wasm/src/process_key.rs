@@ -7,10 +7,9 @@ use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
 
+use crate::host_io::ONLY_IF_ABSENT;
+
 const SHARED_KEY: &str = "switchblade.tasks.process_key";
-/// A check-and-set value no entry has in practice (Envoy numbers them from 1 up, one per
-/// write): the set inserts the key where none is, and fails where another VM put one first.
-const ONLY_IF_ABSENT: u32 = u32::MAX;
 
 /// The Envoy's key: the one in shared data, or a fresh one put there first.
 pub(crate) fn process_key() -> Option<[u8; 32]> {

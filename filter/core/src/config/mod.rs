@@ -148,6 +148,12 @@ pub struct Limits {
     /// Who the rate limits count: a claim of the verified token, or the client's address.
     /// Unset: the token's `sub` under `authorization`, the client's address without it.
     pub caller: Option<CallerSource>,
+    /// How many addresses one caller is when callers are counted by address: the length of
+    /// the prefix each IP version is counted by (an IPv6 host is given a /64 to rotate through).
+    pub client_address_prefix: AddressPrefix,
+    /// The callers whose rates are held at once, per rate rule: a table of this many places,
+    /// so that no number of distinct callers grows memory past it.
+    pub max_callers: u32,
     /// Rate limits and concurrency caps: each matches a method, a service, or `*` (a caller's
     /// calls to every tool); a call passes its most specific method or service rule, and the
     /// `*` rule.
@@ -192,6 +198,8 @@ impl Default for Limits {
             max_calls_in_flight: DEFAULT_MAX_CALLS_IN_FLIGHT,
             max_batch_reply_bytes: None,
             caller: None,
+            client_address_prefix: AddressPrefix::default(),
+            max_callers: DEFAULT_MAX_CALLERS,
             rules: Vec::new(),
             rate_limit_service: None,
         }
@@ -206,7 +214,7 @@ mod ordered_map;
 pub mod quota;
 
 pub use authorization::{Authorization, ClaimPath, TokenPayloadSource, Unlisted};
-pub use quota::{CallerSource, FailureMode, LimitRule, RateLimitService};
+pub use quota::{AddressPrefix, CallerSource, FailureMode, LimitRule, RateLimitService, DEFAULT_MAX_CALLERS};
 
 pub use checks::parse_selector;
 #[cfg(feature = "schema")]

@@ -26,6 +26,30 @@ pub enum CallerSource {
     Claim(ClaimPath),
 }
 
+/// The callers whose rates are held at once, per rate rule, unless configured: about 32 bytes
+/// of state and its key each, in shared data (Wasm) or memory (module).
+pub const DEFAULT_MAX_CALLERS: u32 = 10_000;
+/// Past this, the table of callers is a memory cost no Envoy should pay unasked.
+pub const MAX_MAX_CALLERS: u32 = 1_000_000;
+
+/// How many addresses one caller is, when callers are counted by address.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct AddressPrefix {
+    /// The prefix length an IPv4 caller is counted by (32: each address).
+    pub ipv4: u8,
+    /// The prefix length an IPv6 caller is counted by (64: each host's network, which it may
+    /// rotate addresses through).
+    pub ipv6: u8,
+}
+
+impl Default for AddressPrefix {
+    fn default() -> Self {
+        AddressPrefix { ipv4: 32, ipv6: 64 }
+    }
+}
+
 /// One limit: a token bucket per caller, a cap on calls in flight, or both.
 #[derive(Debug, Clone, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -137,6 +161,25 @@ pub(super) fn check(config: &PluginConfig) -> Result<(), ConfigError> {
                 names.join(".")
             )));
         }
+    }
+    let prefix = limits.client_address_prefix;
+    if !(1..=32).contains(&prefix.ipv4) {
+        return Err(ConfigError(format!(
+            "at `limits.client_address_prefix.ipv4`: {} is not a prefix length between 1 and 32",
+            prefix.ipv4
+        )));
+    }
+    if !(1..=128).contains(&prefix.ipv6) {
+        return Err(ConfigError(format!(
+            "at `limits.client_address_prefix.ipv6`: {} is not a prefix length between 1 and 128",
+            prefix.ipv6
+        )));
+    }
+    if !(1..=MAX_MAX_CALLERS).contains(&limits.max_callers) {
+        return Err(ConfigError(format!(
+            "at `limits.max_callers`: {} is not between 1 and {MAX_MAX_CALLERS}",
+            limits.max_callers
+        )));
     }
     for (index, rule) in limits.rules.iter().enumerate() {
         check_rule(index, rule)?;

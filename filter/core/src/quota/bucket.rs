@@ -79,6 +79,19 @@ impl Bucket {
         )
     }
 
+    /// Whether the bucket in `bytes` is full again at `now` (or was never used): it then holds
+    /// nothing a fresh bucket would not, and its place may go to another caller.
+    pub fn is_idle(self, bytes: &[u8], now: Duration) -> bool {
+        let state = read(bytes);
+        state.is_none() || self.refilled(state, micros(now)).units >= self.capacity()
+    }
+
+    /// What the bucket in `bytes` holds at `now`, in millionths of a token (a full bucket if
+    /// never used).
+    pub fn units_at(self, bytes: &[u8], now: Duration) -> u64 {
+        self.refilled(read(bytes), micros(now)).units
+    }
+
     /// The state at `now`: what `state` held, refilled for the time since, within the burst.
     /// A clock that went back (the Wasm host's wall clock) refills nothing and moves the state
     /// to `now`, so that a bucket never waits for a time already passed.
@@ -201,6 +214,18 @@ mod tests {
             1,
         );
         assert_eq!(take, Take::Taken);
+    }
+
+    #[test]
+    fn a_bucket_is_idle_once_it_has_refilled_to_its_burst() {
+        let bucket = Bucket::new(2.0, 2);
+        assert!(bucket.is_idle(&[], ms(0)));
+        let (state, _) = bucket.take(&[], ms(1_000), 1);
+        let state = state.unwrap();
+        assert_eq!(bucket.units_at(&state, ms(1_250)), 1_500_000);
+        assert!(!bucket.is_idle(&state, ms(1_000)));
+        assert!(!bucket.is_idle(&state, ms(1_499)));
+        assert!(bucket.is_idle(&state, ms(1_500)));
     }
 
     #[test]

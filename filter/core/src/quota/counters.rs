@@ -12,18 +12,27 @@ use std::sync::{Arc, Mutex, PoisonError};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Conflict;
 
+/// What a write expects to find under its key: it fails (a [`Conflict`]) otherwise.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expect {
+    /// Nothing: the key was never set.
+    Absent,
+    /// The bytes of this version, as a read gave them.
+    Version(u32),
+}
+
 /// Bytes under keys, shared by every worker, with a version per key.
 pub trait SharedCounters: Send + Sync + fmt::Debug {
     /// The bytes under `key` and their version; `None` if the key was never set.
     fn get(&self, key: &str) -> Option<(Vec<u8>, u32)>;
-    /// Sets the bytes under `key`, if their version is still `version` (`None`: whatever it
-    /// is). A failure other than a conflict is logged by the host and read as one.
-    fn set(&self, key: &str, value: &[u8], version: Option<u32>) -> Result<(), Conflict>;
+    /// Sets the bytes under `key`, if what is there is what `expect` says. A failure other
+    /// than a conflict is logged by the host and read as one.
+    fn set(&self, key: &str, value: &[u8], expect: Expect) -> Result<(), Conflict>;
 }
 
 /// How often a change is tried again after a conflict: each try is a read and a write, and
 /// only another worker's write between them makes one fail.
-const TRIES: usize = 64;
+pub(super) const TRIES: usize = 64;
 
 /// Every worker went on writing the key, try after try.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -38,17 +47,17 @@ pub fn update<T>(
     mut change: impl FnMut(&[u8]) -> (Option<Vec<u8>>, T),
 ) -> Result<T, Contended> {
     for _ in 0..TRIES {
-        let Some((bytes, version)) = counters.get(key) else {
-            // A new key is set to empty bytes (a fresh state) whatever is there: two workers
-            // that race here write the same thing, and every change after is versioned.
-            let _ = counters.set(key, &[], None);
-            continue;
+        // A key never set is a fresh state, written only if it is still not set: two workers
+        // that both found it new cannot both start from a fresh state.
+        let (bytes, expect) = match counters.get(key) {
+            Some((bytes, version)) => (bytes, Expect::Version(version)),
+            None => (Vec::new(), Expect::Absent),
         };
         let (next, answer) = change(&bytes);
         let Some(next) = next else {
             return Ok(answer);
         };
-        if counters.set(key, &next, Some(version)).is_ok() {
+        if counters.set(key, &next, expect).is_ok() {
             return Ok(answer);
         }
     }
@@ -75,16 +84,31 @@ impl SharedCounters for MemoryCounters {
         entries.values.get(key).cloned()
     }
 
-    fn set(&self, key: &str, value: &[u8], version: Option<u32>) -> Result<(), Conflict> {
+    fn set(&self, key: &str, value: &[u8], expect: Expect) -> Result<(), Conflict> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         let current = entries.values.get(key).map(|(_, current)| *current);
-        if version.is_some() && version != current {
+        let expected = match expect {
+            Expect::Absent => None,
+            Expect::Version(version) => Some(version),
+        };
+        if current != expected {
             return Err(Conflict);
         }
         entries.version = entries.version.checked_add(1).unwrap_or(1);
         let next = entries.version;
         entries.values.insert(key.to_owned(), (value.to_vec(), next));
         Ok(())
+    }
+}
+
+impl MemoryCounters {
+    /// How many keys are held.
+    pub fn len(&self) -> usize {
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner).values.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -145,10 +169,11 @@ mod tests {
     fn a_versioned_set_fails_after_another_write() {
         let counters = MemoryCounters::default();
         assert_eq!(counters.get("k"), None);
-        counters.set("k", b"a", None).unwrap();
+        counters.set("k", b"a", Expect::Absent).unwrap();
+        assert_eq!(counters.set("k", b"x", Expect::Absent), Err(Conflict));
         let (_, version) = counters.get("k").unwrap();
-        counters.set("k", b"b", Some(version)).unwrap();
-        assert_eq!(counters.set("k", b"c", Some(version)), Err(Conflict));
+        counters.set("k", b"b", Expect::Version(version)).unwrap();
+        assert_eq!(counters.set("k", b"c", Expect::Version(version)), Err(Conflict));
         assert_eq!(counters.get("k").unwrap().0, b"b");
     }
 
@@ -185,9 +210,43 @@ mod tests {
             Some((Vec::new(), 1))
         }
 
-        fn set(&self, _key: &str, _value: &[u8], _version: Option<u32>) -> Result<(), Conflict> {
+        fn set(&self, _key: &str, _value: &[u8], _expect: Expect) -> Result<(), Conflict> {
             Err(Conflict)
         }
+    }
+
+    /// Two workers both find a key new, and both take from a bucket of 1: the second's write
+    /// of a fresh state fails, it reads the first's, and is refused.
+    #[test]
+    fn two_first_takes_that_race_give_one_token() {
+        #[derive(Debug, Default)]
+        struct Racing {
+            store: MemoryCounters,
+            /// Reads that see the key as never set, whatever it holds (the other worker's
+            /// read, made before the first write).
+            stale_reads: Mutex<usize>,
+        }
+        impl SharedCounters for Racing {
+            fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
+                let mut stale = self.stale_reads.lock().unwrap();
+                if *stale > 0 {
+                    *stale -= 1;
+                    return None;
+                }
+                self.store.get(key)
+            }
+            fn set(&self, key: &str, value: &[u8], expect: Expect) -> Result<(), Conflict> {
+                self.store.set(key, value, expect)
+            }
+        }
+        let counters = Racing {
+            stale_reads: Mutex::new(2),
+            ..Racing::default()
+        };
+        let bucket = Bucket::new(0.001, 1);
+        let take = || update(&counters, "k", |bytes| bucket.take(bytes, Duration::ZERO, 1));
+        assert_eq!(take(), Ok(Take::Taken));
+        assert!(matches!(take(), Ok(Take::Refused { .. })));
     }
 
     #[test]

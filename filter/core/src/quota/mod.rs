@@ -7,11 +7,13 @@
 //! arithmetic on them is here ([`bucket`], [`in_flight`]), host-free, on the host's clock.
 
 pub mod bucket;
+mod callers;
 pub mod counters;
 pub mod in_flight;
 pub mod rls;
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::time::Duration;
 
 use prost::Message;
@@ -19,10 +21,14 @@ use prost::Message;
 use crate::access::Caller;
 use crate::catalog::{Catalog, Tool};
 use crate::config::quota::EVERY_TOOL;
-use crate::config::{parse_selector, CallerSource, ConfigError, LimitRule, PluginConfig, RateLimitService};
+use crate::config::{
+    parse_selector, AddressPrefix, CallerSource, ConfigError, LimitRule, PluginConfig, RateLimitService,
+};
 use crate::grpc::frame::grpc_frame;
 use bucket::{Bucket, Take};
-use counters::{update, Counters, Lease};
+pub use callers::CallerKey;
+use callers::Places;
+use counters::{update, Contended, Counters, Lease};
 use in_flight::Acquired;
 
 /// How long after a call's deadline its place in flight lapses if nobody gave it back (a Wasm
@@ -43,6 +49,9 @@ pub struct Quota {
     /// The `*` rule (an index into `rules`).
     every_tool: Option<usize>,
     caller: CallerSource,
+    address_prefix: AddressPrefix,
+    /// Where callers' buckets live: `limits.max_callers` places per rate rule.
+    places: Places,
     service: Option<RateLimitService>,
 }
 
@@ -109,8 +118,30 @@ impl Quota {
             by_tool,
             rules,
             caller: config.caller_source(),
+            address_prefix: limits.client_address_prefix,
+            places: Places::new(config.tasks.process_key.as_ref().map(|key| &key.0), limits.max_callers),
             service: limits.rate_limit_service.clone(),
         }))
+    }
+
+    /// What the limits count a caller by, in words for the log at load: where the address
+    /// comes from matters, since a client that Envoy lets name its own address names its own
+    /// bucket.
+    pub fn describe_callers(&self) -> String {
+        match &self.caller {
+            CallerSource::Claim(claim) => format!(
+                "callers are counted by the verified token's claim {:?}",
+                claim.names().join(".")
+            ),
+            CallerSource::ClientAddress => format!(
+                "callers are counted by Envoy's downstream address (source.address), IPv4 by /{} and IPv6 by /{}: \
+                 the connection's peer when the HTTP connection manager sets use_remote_address: true \
+                 (or, behind trusted proxies, the X-Forwarded-For entry xff_num_trusted_hops names); \
+                 without use_remote_address it is the last X-Forwarded-For entry, which a client writes itself \
+                 (docs/rate-limits.md, \"Who is a caller, by address\")",
+                self.address_prefix.ipv4, self.address_prefix.ipv6
+            ),
+        }
     }
 
     /// Whether the caller's key is its address, which the host then reads (`source.address`).
@@ -124,15 +155,18 @@ impl Quota {
     }
 
     /// The key a caller is counted under: the verified token's claim, or the client's
-    /// address (the host's `source.address`; a port after it is cut).
-    pub fn caller_key(&self, caller: &Caller, client_address: Option<&str>) -> String {
+    /// address (the host's `source.address`; a port after it is cut, and the address is cut to
+    /// `limits.client_address_prefix`).
+    pub fn caller_key(&self, caller: &Caller, client_address: Option<&str>) -> CallerKey {
         let key = match (&self.caller, caller) {
             (CallerSource::Claim(_), Caller::Verified { key, .. }) => key.clone(),
             (CallerSource::Claim(_), _) => None,
-            (CallerSource::ClientAddress, _) => client_address.map(without_port),
+            (CallerSource::ClientAddress, _) => client_address.map(|address| address_key(address, self.address_prefix)),
         };
-        key.filter(|key| !key.is_empty())
-            .unwrap_or_else(|| UNKNOWN_CALLER.to_owned())
+        let text = key
+            .filter(|key| !key.is_empty())
+            .unwrap_or_else(|| UNKNOWN_CALLER.to_owned());
+        self.places.key(text)
     }
 
     /// Takes `count` calls from the caller's rate across every tool (the `*` rule), all or
@@ -140,7 +174,7 @@ impl Quota {
     pub fn take_every_tool(
         &self,
         counters: &Counters,
-        caller: &str,
+        caller: &CallerKey,
         count: usize,
         now: Duration,
     ) -> Result<(), Limited> {
@@ -151,9 +185,14 @@ impl Quota {
             return Ok(());
         };
         let count = u32::try_from(count).unwrap_or(u32::MAX);
-        match take(counters, &rate_key(&rule.selector, caller), rate.bucket, count, now) {
-            Take::Taken => Ok(()),
-            Take::Refused { retry_after } => {
+        match callers::take(&**counters, &rule.selector, caller, rate.bucket, count, now) {
+            Ok(Take::Taken) => Ok(()),
+            Err(Contended) => Err(contended(
+                "Too Many Requests: this caller's calls across every tool",
+                rule,
+                "",
+            )),
+            Ok(Take::Refused { retry_after }) => {
                 let retry_after = retry_after.unwrap_or_else(|| full_refill(rate));
                 let batch = match count {
                     1 => String::new(),
@@ -176,16 +215,27 @@ impl Quota {
     }
 
     /// Takes one call from the caller's rate under the tool's method or service rule.
-    pub fn take_tool(&self, counters: &Counters, caller: &str, tool: &Tool, now: Duration) -> Result<(), Limited> {
+    pub fn take_tool(
+        &self,
+        counters: &Counters,
+        caller: &CallerKey,
+        tool: &Tool,
+        now: Duration,
+    ) -> Result<(), Limited> {
         let Some(rule) = self.rule_of(tool) else {
             return Ok(());
         };
         let Some(rate) = rule.rate else {
             return Ok(());
         };
-        match take(counters, &rate_key(&rule.selector, caller), rate.bucket, 1, now) {
-            Take::Taken => Ok(()),
-            Take::Refused { retry_after } => {
+        match callers::take(&**counters, &rule.selector, caller, rate.bucket, 1, now) {
+            Ok(Take::Taken) => Ok(()),
+            Err(Contended) => Err(contended(
+                &format!("Rate limited: {}'s calls", tool.name),
+                rule,
+                " The call was not sent.",
+            )),
+            Ok(Take::Refused { retry_after }) => {
                 let retry_after = retry_after.unwrap_or_else(|| full_refill(rate));
                 let message = format!(
                     "Rate limited: {} allows each caller {} calls per second, {} at once ({}); retry after {} ms. The call was not sent.",
@@ -223,20 +273,21 @@ impl Quota {
                 ),
                 retry_after: DEFAULT_RETRY_AFTER,
             }),
-            Err(_) => {
-                log::warn!("the counters of {key} stayed contended; the call goes without a place in flight");
-                Ok(None)
-            }
+            Err(Contended) => Err(contended(
+                &format!("Rate limited: {}'s calls in flight", tool.name),
+                rule,
+                " The call was not sent.",
+            )),
         }
     }
 
     /// The gRPC frame of the rate limit service check of one call (none without a service).
-    pub fn check_frame(&self, caller: &str, tool: &Tool) -> Option<Vec<u8>> {
+    pub fn check_frame(&self, caller: &CallerKey, tool: &Tool) -> Option<Vec<u8>> {
         let service = self.service.as_ref()?;
         let rule = self.rule_of(tool).map(|rule| rule.selector.as_str());
         let request = rls::RateLimitRequest {
             domain: service.domain.clone(),
-            descriptors: rls::descriptors(caller, &tool.name, rule),
+            descriptors: rls::descriptors(&caller.text, &tool.name, rule),
             hits_addend: 0,
         };
         Some(grpc_frame(&request.encode_to_vec()))
@@ -254,17 +305,18 @@ impl Rule {
     }
 }
 
-/// Takes from a bucket in the counters; a store that stays contended lets the call go (and
-/// says so), rather than refuse for a reason that is not the caller's.
-fn take(counters: &Counters, key: &str, bucket: Bucket, count: u32, now: Duration) -> Take {
-    update(&**counters, key, |bytes| bucket.take(bytes, now, count)).unwrap_or_else(|_| {
-        log::warn!("the counters of {key} stayed contended; the call goes unlimited");
-        Take::Taken
-    })
-}
-
-fn rate_key(selector: &str, caller: &str) -> String {
-    format!("switchblade.quota/rate/{selector}/{caller}")
+/// A limit whose shared counters other workers kept writing, try after try: the call is
+/// refused (a limit that cannot be counted is not let through), to be retried shortly.
+fn contended(what: &str, rule: &Rule, sent: &str) -> Limited {
+    log::warn!("the counters of {} stayed contended; a call was refused", rule.names());
+    Limited {
+        message: format!(
+            "{what} came faster than their limit could be counted ({}); retry after {} ms.{sent}",
+            rule.names(),
+            millis(DEFAULT_RETRY_AFTER)
+        ),
+        retry_after: DEFAULT_RETRY_AFTER,
+    }
 }
 
 fn in_flight_key(selector: &str) -> String {
@@ -282,16 +334,38 @@ pub fn millis(time: Duration) -> u64 {
     u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX).max(1)
 }
 
+/// The caller an address is: without its port, and cut to the configured prefix
+/// (`2001:db8:1:2::9` → `2001:db8:1:2::/64`; an IPv4-mapped IPv6 address is IPv4). What is not
+/// an IP address (a pipe's path) stays as it is.
+fn address_key(address: &str, prefix: AddressPrefix) -> String {
+    let host = without_port(address);
+    let Ok(ip) = host.parse::<IpAddr>() else {
+        return host.to_owned();
+    };
+    match ip.to_canonical() {
+        IpAddr::V4(ip) if prefix.ipv4 >= 32 => ip.to_string(),
+        IpAddr::V4(ip) => {
+            let mask = u32::MAX.checked_shl(32 - u32::from(prefix.ipv4)).unwrap_or(0);
+            format!("{}/{}", std::net::Ipv4Addr::from(u32::from(ip) & mask), prefix.ipv4)
+        }
+        IpAddr::V6(ip) if prefix.ipv6 >= 128 => ip.to_string(),
+        IpAddr::V6(ip) => {
+            let mask = u128::MAX.checked_shl(128 - u32::from(prefix.ipv6)).unwrap_or(0);
+            format!("{}/{}", std::net::Ipv6Addr::from(u128::from(ip) & mask), prefix.ipv6)
+        }
+    }
+}
+
 /// `127.0.0.1:5432` → `127.0.0.1`, `[::1]:5432` → `::1`; an address without a port stays.
-fn without_port(address: &str) -> String {
+fn without_port(address: &str) -> &str {
     if let Some(rest) = address.strip_prefix('[') {
         if let Some((host, _)) = rest.split_once(']') {
-            return host.to_owned();
+            return host;
         }
     }
     match address.rsplit_once(':') {
-        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => host.to_owned(),
-        _ => address.to_owned(),
+        Some((host, port)) if !host.contains(':') && port.bytes().all(|b| b.is_ascii_digit()) => host,
+        _ => address,
     }
 }
 

@@ -566,10 +566,14 @@ fn callers_are_keyed_by_address_without_the_port_or_by_the_tokens_claim() {
     let quota_server = server(r#"{"rules": [{"match": "*", "requests_per_second": 1}]}"#);
     let quota = quota_server.quota().unwrap();
     assert!(quota.reads_client_address());
-    assert_eq!(quota.caller_key(&Caller::Anyone, Some("127.0.0.2:53211")), "127.0.0.2");
-    assert_eq!(quota.caller_key(&Caller::Anyone, Some("[::1]:53211")), "::1");
-    assert_eq!(quota.caller_key(&Caller::Anyone, Some("10.0.0.1")), "10.0.0.1");
-    assert_eq!(quota.caller_key(&Caller::Anyone, None), super::UNKNOWN_CALLER);
+    let key = |address| quota.caller_key(&Caller::Anyone, address).text;
+    assert_eq!(key(Some("127.0.0.2:53211")), "127.0.0.2");
+    assert_eq!(key(Some("[::1]:53211")), "::/64");
+    assert_eq!(key(Some("[2001:db8:1:2:a:b:c:d]:443")), "2001:db8:1:2::/64");
+    assert_eq!(key(Some("[::ffff:10.1.2.3]:443")), "10.1.2.3", "IPv4-mapped is IPv4");
+    assert_eq!(key(Some("10.0.0.1")), "10.0.0.1");
+    assert_eq!(key(Some("/run/envoy.sock")), "/run/envoy.sock");
+    assert_eq!(key(None), super::UNKNOWN_CALLER);
     let authorized = Server::from_config_bytes(
         format!(
             r#"{{{SERVICES}, "authorization": {{"rules": {{"demo.users.v1.UserService": ["users:read"]}}, "unlisted": "allow"}},
@@ -589,11 +593,32 @@ fn callers_are_keyed_by_address_without_the_port_or_by_the_tokens_claim() {
         key: Some("agent-7".into()),
         identity: String::new(),
     };
-    assert_eq!(quota.caller_key(&verified, Some("1.2.3.4:5")), "agent-7");
+    assert_eq!(quota.caller_key(&verified, Some("1.2.3.4:5")).text, "agent-7");
     assert_eq!(
-        quota.caller_key(&Caller::verified(Default::default(), ""), None),
+        quota.caller_key(&Caller::verified(Default::default(), ""), None).text,
         super::UNKNOWN_CALLER
     );
+}
+
+#[test]
+fn addresses_are_counted_by_the_configured_prefixes() {
+    let quota_server = server(
+        r#"{"rules": [{"match": "*", "requests_per_second": 1}], "client_address_prefix": {"ipv4": 24, "ipv6": 48}}"#,
+    );
+    let quota = quota_server.quota().unwrap();
+    let key = |address| quota.caller_key(&Caller::Anyone, Some(address)).text;
+    assert_eq!(key("192.0.2.77:1"), "192.0.2.0/24");
+    assert_eq!(key("[2001:db8:1:2::9]:1"), "2001:db8:1::/48");
+    assert_eq!(key("[2001:db8:1:ffff::9]:1"), "2001:db8:1::/48");
+    let exact =
+        server(r#"{"rules": [{"match": "*", "requests_per_second": 1}], "client_address_prefix": {"ipv6": 128}}"#);
+    let quota = exact.quota().unwrap();
+    assert_eq!(
+        quota.caller_key(&Caller::Anyone, Some("[2001:db8::9]:1")).text,
+        "2001:db8::9"
+    );
+    assert!(quota.describe_callers().contains("IPv4 by /32 and IPv6 by /128"));
+    assert!(quota.describe_callers().contains("use_remote_address: true"));
 }
 
 #[test]
@@ -639,6 +664,13 @@ fn bad_limits_are_refused_with_the_key_at_fault() {
         (r#"{"rate_limit_service": {"cluster": "", "domain": "d"}}"#, "at `limits.rate_limit_service.cluster`: empty"),
         (r#"{"rate_limit_service": {"cluster": "r", "domain": " "}}"#, "at `limits.rate_limit_service.domain`: empty"),
         (r#"{"rate_limit_service": {"cluster": "r", "domain": "d", "timeout_ms": 0}}"#, "at `limits.rate_limit_service.timeout_ms`: must be greater than 0"),
+        (r#"{"max_callers": 0}"#, "at `limits.max_callers`: 0 is not between 1 and 1000000"),
+        (r#"{"max_callers": 2000000}"#, "at `limits.max_callers`: 2000000 is not between 1 and 1000000"),
+        (r#"{"client_address_prefix": {"ipv4": 0}}"#,
+         "at `limits.client_address_prefix.ipv4`: 0 is not a prefix length between 1 and 32"),
+        (r#"{"client_address_prefix": {"ipv6": 129}}"#,
+         "at `limits.client_address_prefix.ipv6`: 129 is not a prefix length between 1 and 128"),
+        (r#"{"client_address_prefix": {"v6": 64}}"#, "at `limits.client_address_prefix.v6`: unknown field `v6`"),
         (r#"{"rate_limit_service": {"cluster": "r", "domain": "d", "failure_mode": "open"}}"#,
          "at `limits.rate_limit_service.failure_mode`: unknown variant `open`, expected `allow` or `deny`"),
     ];
@@ -654,4 +686,54 @@ fn a_configuration_without_rules_or_service_has_no_quota() {
     assert!(server(&format!("{{{RLS}}}")).quota().is_some());
     let defaults = server(r#"{"rules": [{"match": "*", "requests_per_second": 2.5}]}"#);
     assert!(defaults.quota().is_some());
+}
+
+/// A store whose writes always conflict, as if other workers wrote every key between each read
+/// and write.
+#[derive(Debug)]
+struct AlwaysContended;
+
+impl super::counters::SharedCounters for AlwaysContended {
+    fn get(&self, _key: &str) -> Option<(Vec<u8>, u32)> {
+        Some((Vec::new(), 1))
+    }
+
+    fn set(
+        &self,
+        _key: &str,
+        _value: &[u8],
+        _expect: super::counters::Expect,
+    ) -> Result<(), super::counters::Conflict> {
+        Err(super::counters::Conflict)
+    }
+}
+
+/// A limit whose counters cannot be updated is not let through: the call is refused, to be
+/// retried shortly.
+#[test]
+fn a_limit_that_cannot_be_counted_refuses() {
+    let server = server(
+        r#"{"rules": [{"match": "*", "requests_per_second": 5}, {"match": "demo.users.v1.UserService", "requests_per_second": 5, "max_in_flight": 2}]}"#,
+    );
+    let quota = server.quota().unwrap();
+    let counters: Counters = Arc::new(AlwaysContended);
+    let caller = quota.caller_key(&Caller::Anyone, Some("10.0.0.1:1"));
+    let limited = quota
+        .take_every_tool(&counters, &caller, 1, Duration::ZERO)
+        .unwrap_err();
+    assert_eq!(
+        limited.message,
+        "Too Many Requests: this caller's calls across every tool came faster than their limit could be counted (limits.rules[0], match \"*\"); retry after 1000 ms."
+    );
+    let tool = server.catalog().get("UserService_GetUser").unwrap();
+    let limited = quota.take_tool(&counters, &caller, tool, Duration::ZERO).unwrap_err();
+    assert_eq!(
+        limited.message,
+        "Rate limited: UserService_GetUser's calls came faster than their limit could be counted (limits.rules[1], match \"demo.users.v1.UserService\"); retry after 1000 ms. The call was not sent."
+    );
+    let limited = quota.lease(&counters, tool, Duration::ZERO).unwrap_err();
+    assert_eq!(limited.retry_after, Duration::from_secs(1));
+    assert!(limited
+        .message
+        .starts_with("Rate limited: UserService_GetUser's calls in flight came faster"));
 }

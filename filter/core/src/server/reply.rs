@@ -99,7 +99,7 @@ pub(super) struct Admission {
     /// rate limit service limits.
     pub(super) counters: Option<Counters>,
     /// The caller's key.
-    pub(super) caller: String,
+    pub(super) caller: crate::quota::CallerKey,
     /// Whether the local limits have been taken (once, before the first call starts).
     pub(super) taken: bool,
     /// The rate limit service said the caller is over its limit across every tool.
