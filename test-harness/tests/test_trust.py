@@ -13,11 +13,13 @@ import json
 import os
 import socket
 import subprocess
+import threading
 import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterator
 
+import httpx2
 import pytest
 
 from filter_build import demo_plugin
@@ -304,3 +306,82 @@ def test_concurrent_first_calls_of_a_caller_get_exactly_its_burst(upstream: Upst
         assert set(served) == {1}, Counter(served)
     finally:
         envoy.stop()
+
+
+# -- Only the caller cancels its requests ---------------------------------------------------
+
+LEGACY = {"mcp-protocol-version": "2025-11-25", "content-type": "application/json",
+          "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def long_watch(upstream: Upstream):
+    """WatchItems with a window of 30 s: a stream that stays open until something ends it."""
+    plugin = demo_plugin()
+    plugin["services"][CATALOG]["streaming"] = True
+    plugin["tools"] = {f"{CATALOG}/WatchItems": {"timeout_ms": 30000}}
+    proxy = Envoy(upstream, plugin, name="envoy-trust-cancel").start()
+    yield proxy
+    proxy.stop()
+
+
+def session(client: httpx2.Client, url: str) -> str:
+    """A handshake: the session id the server hands the client."""
+    initialized = client.post(url, headers=LEGACY, content=json.dumps({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "victim", "version": "1"}}}))
+    assert initialized.status_code == 200, initialized.text
+    return initialized.headers["mcp-session-id"]
+
+
+def cancel(id: Any) -> str:
+    return json.dumps({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id, "reason": "x"}})
+
+
+def wait_for(check, what: str, timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "http2"])
+def test_only_the_caller_can_cancel_its_stream(long_watch: Envoy, upstream: Upstream, http2: bool) -> None:
+    """A request was known by its client's address, `Authorization` and id: a client with no
+    credential could cancel another's stream from the same address (or one it wrote in
+    X-Forwarded-For) by guessing sequential ids. Now a handshake-era client is handed a session
+    id at initialize, and a cancel must carry it."""
+    upstream.reset()
+    wait_for(lambda: upstream.streams()["open"] == 0, "earlier streams to close")
+    victim = httpx2.Client(http1=not http2, http2=http2, timeout=40)
+    session_id = session(victim, long_watch.mcp_url)
+    assert len(session_id) == 32 and session_id != session(victim, long_watch.mcp_url)
+    outcome: dict[str, Any] = {}
+
+    def watch() -> None:
+        response = victim.post(long_watch.mcp_url, headers={**LEGACY, "mcp-session-id": session_id}, content=json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+             "params": {"name": "CatalogService_WatchItems", "arguments": {"ids": ["1"], "interval_ms": 100}}}))
+        outcome.update(status=response.status_code, body=response.text, version=response.http_version)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    wait_for(lambda: upstream.streams()["open"] == 1, "the watch to open upstream")
+    # Another client, from the same address and naming the same address in X-Forwarded-For,
+    # with the same id: without the session id, or with another, it cancels nothing.
+    with httpx2.Client(timeout=10) as attacker:
+        for extra in ({}, {"x-forwarded-for": "127.0.0.1"}, {"mcp-session-id": "0" * 32},
+                      {"mcp-session-id": session(attacker, long_watch.mcp_url)}):
+            assert attacker.post(long_watch.mcp_url, headers={**LEGACY, **extra}, content=cancel(1)).status_code == 202
+    time.sleep(0.6)
+    assert upstream.streams()["open"] == 1 and thread.is_alive(), "another client cancelled the stream"
+    # The caller itself: over HTTP/1.1 from a second connection, over HTTP/2 on the same one.
+    canceller = victim if http2 else httpx2.Client(timeout=10)
+    accepted = canceller.post(long_watch.mcp_url, headers={**LEGACY, "mcp-session-id": session_id}, content=cancel(1))
+    assert (accepted.status_code, accepted.text) == (202, "")
+    thread.join(timeout=5)
+    assert not thread.is_alive(), "the cancelled request was not answered"
+    assert (outcome["status"], outcome["body"]) == (200, ": cancelled\n\n"), outcome
+    assert outcome["version"] == ("HTTP/2" if http2 else "HTTP/1.1")
+    wait_for(lambda: upstream.streams() == {"open": 0, "opened": 1, "cancelled": 1}, "the stream cancelled upstream")
+    victim.close()

@@ -1,9 +1,11 @@
 //! Cancelling a request from another POST: `notifications/cancelled` in the handshake eras
 //! (in 2026-07-28 a client cancels by closing the request's SSE stream, which Envoy turns into
-//! a reset of the upstream stream). The server keeps no sessions, so a request is known by who
-//! sent it and its JSON-RPC id: a [`CancelKey`] names the client's address, its credential (the
-//! `Authorization` header, and the verified token's payload) and the id. A client cancels only
-//! its own requests; clients that share an address and send no credential share their ids.
+//! a reset of the upstream stream). The server keeps no state per client, so a request is known
+//! by what only its client holds, and its JSON-RPC id: a [`CancelKey`] names the session id
+//! handed to the client at `initialize` ([`crate::session`]), its credential (the
+//! `Authorization` header, and the verified token's payload) and the id. Never the client's
+//! address: others share it, or write it (`X-Forwarded-For`). A request that carries none of
+//! these cannot be cancelled by notification; closing its connection still cancels it.
 
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::time::Duration;
@@ -23,22 +25,24 @@ pub const CANCELLED_COMMENT: &[u8] = b": cancelled\n\n";
 pub struct CancelKey(u64);
 
 impl CancelKey {
-    /// The key of the request `request_id` from the client at `address` (Envoy's
-    /// `source.address`, with or without its port), which sent `headers` and, under
-    /// authorization, a verified token whose payload reached the filter as `token_payload`.
-    pub fn new(
-        address: Option<&str>,
-        headers: &McpHeaders,
-        token_payload: Option<&[u8]>,
-        request_id: &Value,
-    ) -> CancelKey {
+    /// The key of the request `request_id` from the client that sent `headers` (its session id
+    /// and `Authorization`) and, under authorization, a verified token whose payload reached
+    /// the filter as `token_payload`; `None` when it sent none of them, so that nobody else can
+    /// name its requests.
+    pub fn new(headers: &McpHeaders, token_payload: Option<&[u8]>, request_id: &Value) -> Option<CancelKey> {
+        let held = [
+            headers.session_id.as_deref().map(str::as_bytes),
+            headers.authorization.as_deref().map(str::as_bytes),
+            token_payload,
+        ];
+        if held.iter().all(|part| part.is_none_or(<[u8]>::is_empty)) {
+            return None;
+        }
         let mut hasher = DefaultHasher::new();
-        address.map(without_port).hash(&mut hasher);
-        headers.authorization.hash(&mut hasher);
-        token_payload.hash(&mut hasher);
+        held.hash(&mut hasher);
         // The id's JSON text: 7 and "7" are different requests.
         request_id.to_string().hash(&mut hasher);
-        CancelKey(hasher.finish())
+        Some(CancelKey(hasher.finish()))
     }
 
     /// The key as text, for a host's table of them.
@@ -72,57 +76,48 @@ impl CancelKey {
     }
 }
 
-/// The address without its port: a client's requests come from many ports.
-fn without_port(address: &str) -> &str {
-    if let Some(bracketed) = address.strip_prefix('[') {
-        return bracketed.split(']').next().unwrap_or(bracketed);
-    }
-    match address.split_once(':') {
-        Some((host, port)) if !port.contains(':') => host,
-        _ => address,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
 
-    fn headers(authorization: Option<&str>) -> McpHeaders {
+    fn headers(session_id: Option<&str>, authorization: Option<&str>) -> McpHeaders {
         McpHeaders {
+            session_id: session_id.map(str::to_owned),
             authorization: authorization.map(str::to_owned),
             ..McpHeaders::default()
         }
     }
 
     #[test]
-    fn a_client_names_its_requests_from_any_port() {
-        let key = |address| CancelKey::new(Some(address), &headers(None), None, &json!(3));
-        assert_eq!(key("10.0.0.1:4000"), key("10.0.0.1:4001"));
-        assert_eq!(key("[::1]:4000"), key("[::1]:4001"));
-        assert_eq!(key("[::1]:4000"), key("::1"));
-        assert_ne!(key("10.0.0.1:4000"), key("10.0.0.2:4000"));
-    }
-
-    #[test]
-    fn another_credential_or_id_is_another_request() {
-        let key = |authorization, payload: Option<&[u8]>, id| {
-            CancelKey::new(Some("10.0.0.1:1"), &headers(authorization), payload, &id)
+    fn a_request_is_named_only_by_what_its_client_holds() {
+        let key = |session, authorization, payload: Option<&[u8]>, id| {
+            CancelKey::new(&headers(session, authorization), payload, &id)
         };
-        let base = key(Some("Bearer a"), None, json!(3));
-        assert_eq!(base, key(Some("Bearer a"), None, json!(3)));
-        assert_ne!(base, key(Some("Bearer b"), None, json!(3)));
-        assert_ne!(base, key(None, None, json!(3)));
-        assert_ne!(base, key(Some("Bearer a"), Some(b"{}"), json!(3)));
-        assert_ne!(base, key(Some("Bearer a"), None, json!("3")));
-        assert_ne!(base, key(Some("Bearer a"), None, json!(4)));
+        let base = key(Some("s1"), None, None, json!(3)).unwrap();
+        assert_eq!(Some(base), key(Some("s1"), None, None, json!(3)));
+        assert_ne!(Some(base), key(Some("s2"), None, None, json!(3)), "another session");
+        assert_ne!(Some(base), key(Some("s1"), Some("Bearer a"), None, json!(3)));
+        assert_ne!(Some(base), key(Some("s1"), None, Some(b"{}"), json!(3)));
+        assert_ne!(Some(base), key(Some("s1"), None, None, json!("3")));
+        assert_ne!(Some(base), key(Some("s1"), None, None, json!(4)));
+        assert!(key(None, Some("Bearer a"), None, json!(3)).is_some());
+        assert!(key(None, None, Some(b"{\"sub\":\"a\"}"), json!(3)).is_some());
+        // Nothing only the client holds: its requests cannot be named by anyone.
+        assert_eq!(key(None, None, None, json!(3)), None);
+        assert_eq!(key(Some(""), Some(""), None, json!(3)), None);
+        // The factors are kept apart: a session id is not an Authorization header.
+        assert_ne!(
+            key(Some("x"), None, None, json!(3)),
+            key(None, Some("x"), None, json!(3))
+        );
     }
 
     #[test]
     fn a_record_cancels_its_key_from_when_it_came() {
-        let key = CancelKey::new(Some("10.0.0.1:1"), &headers(None), None, &json!(3));
-        let other = CancelKey::new(Some("10.0.0.1:1"), &headers(None), None, &json!(4));
+        let key = CancelKey::new(&headers(Some("s"), None), None, &json!(3)).unwrap();
+        let other = CancelKey::new(&headers(Some("s"), None), None, &json!(4)).unwrap();
         let record = key.record(Duration::from_millis(5_000));
         assert!(key.is_cancelled_by(record.as_bytes(), Duration::from_millis(4_000)));
         assert!(key.is_cancelled_by(record.as_bytes(), Duration::from_millis(5_000)));
@@ -138,7 +133,7 @@ mod tests {
 
     #[test]
     fn slots_stay_in_range() {
-        let key = CancelKey::new(None, &headers(None), None, &json!(1));
+        let key = CancelKey::new(&headers(Some("s"), None), None, &json!(1)).unwrap();
         assert!(key.slot(64) < 64);
         assert_eq!(key.slot(0), 0);
         assert_eq!(key.text().len(), 16);

@@ -19,6 +19,7 @@ pub mod proto_json;
 pub mod quota;
 pub mod reflection;
 pub mod server;
+pub mod session;
 pub mod streams;
 pub mod tasks;
 pub mod upstream;

@@ -265,19 +265,14 @@ impl Exchange {
             client_address: address.as_deref(),
             counters: Some(self.config.counters()),
         };
-        let cancel_key = |request_id| {
-            CancelKey::new(
-                host.client_address().as_deref(),
-                headers,
-                token_payload.as_deref(),
-                request_id,
-            )
-        };
+        let cancel_key = |request_id| CancelKey::new(headers, token_payload.as_deref(), request_id);
         let outcome = server.handle(request, &mut self.observed.borrow_mut());
         let mut reply = match outcome {
             Outcome::Respond(response) => return self.answer(host, &response),
             Outcome::Cancel { request_id, response } => {
-                host.cancel_listeners(&cancel_key(&request_id).text());
+                if let Some(key) = cancel_key(&request_id) {
+                    host.cancel_listeners(&key.text());
+                }
                 return self.answer(host, &response);
             }
             Outcome::Await(reply) => reply,
@@ -288,8 +283,8 @@ impl Exchange {
                 return self.route_call(host, reply, call, cluster_header, map, held);
             }
         }
-        if let Some(request_id) = reply.cancellable_id() {
-            *self.cancel_listener.borrow_mut() = host.listen_for_cancel(&cancel_key(request_id).text(), CANCELLED);
+        if let Some(key) = reply.cancellable_id().and_then(cancel_key) {
+            *self.cancel_listener.borrow_mut() = host.listen_for_cancel(&key.text(), CANCELLED);
         }
         *self.state.borrow_mut() = State::CallingOut(reply);
         self.advance(host);

@@ -276,22 +276,17 @@ impl Inner {
             client_address: address.as_deref(),
             counters: Some(&self.counters),
         };
-        let cancel_key = |request_id| {
-            CancelKey::new(
-                client_address().as_deref(),
-                headers,
-                token_payload.as_deref(),
-                request_id,
-            )
-        };
+        let cancel_key = |request_id| CancelKey::new(headers, token_payload.as_deref(), request_id);
         match self.server.handle(request, &mut self.observed) {
             Outcome::Respond(response) => self.answer(&response),
             Outcome::Cancel { request_id, response } => {
-                cancels::file(&cancel_key(&request_id));
+                if let Some(key) = cancel_key(&request_id) {
+                    cancels::file(&key);
+                }
                 self.answer(&response);
             }
             Outcome::Await(reply) => {
-                self.cancel = reply.cancellable_id().map(|request_id| (cancel_key(request_id), now()));
+                self.cancel = reply.cancellable_id().and_then(cancel_key).map(|key| (key, now()));
                 self.state = State::AwaitingUpstream(reply);
                 self.start_calls(context_id, weak);
             }

@@ -23,6 +23,8 @@ pub struct McpHeaders {
     /// The client's credential, which tells its requests apart from others' when it cancels
     /// one ([`crate::cancel`]).
     pub authorization: Option<String>,
+    /// `Mcp-Session-Id`: the session id a handshake-era client was handed at `initialize`.
+    pub session_id: Option<String>,
 }
 
 impl McpHeaders {
@@ -46,6 +48,7 @@ impl McpHeaders {
                 ":authority" | "host" => (&mut headers.authority, None),
                 "content-type" => (&mut headers.content_type, None),
                 "authorization" => (&mut headers.authorization, None),
+                "mcp-session-id" => (&mut headers.session_id, None),
                 "mcp-protocol-version" => (&mut headers.protocol_version, Some("mcp-protocol-version")),
                 "mcp-method" => (&mut headers.mcp_method, Some("mcp-method")),
                 "mcp-name" => (&mut headers.mcp_name, Some("mcp-name")),

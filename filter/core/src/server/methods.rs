@@ -81,7 +81,12 @@ impl Server {
                     "Invalid Request: initialize must not be part of a JSON-RPC batch",
                 ))
             }
-            (Era::Legacy(_), "initialize") => RpcResponse::raw(id, &self.initialize(&params).to_string()),
+            (Era::Legacy(_), "initialize") => {
+                // A session id of its own, which names the client's requests when it cancels one.
+                let mut answer = RpcResponse::raw(id, &self.initialize(&params).to_string());
+                answer.session_id = crate::session::new_session_id();
+                answer
+            }
             (Era::Legacy(_), "ping") => RpcResponse::raw(id, "{}"),
             (Era::Modern, "server/discover") => RpcResponse::raw(id, &self.discover_result),
             (_, "tools/list") => self.tools_list(context, id, &params)?,

@@ -3,6 +3,7 @@
 //! the books of those calls: waiting their turn, out under the host's token with what has come
 //! back so far, ended.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub(crate) struct RpcResponse {
     pub(crate) id: Value,
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
+    /// The session id an `initialize` answer hands its client (`Mcp-Session-Id`).
+    pub(crate) session_id: Option<String>,
 }
 
 impl RpcResponse {
@@ -33,6 +36,7 @@ impl RpcResponse {
             id: id.clone(),
             status: 200,
             body: jsonrpc::success_raw(id, result_json),
+            session_id: None,
         }
     }
 
@@ -43,6 +47,7 @@ impl RpcResponse {
             id: id.clone(),
             status: 200,
             body: jsonrpc::success_written(id, result_len, write_result),
+            session_id: None,
         }
     }
 
@@ -51,6 +56,7 @@ impl RpcResponse {
             id: error.id.clone(),
             status: era.error_status(error.code),
             body: jsonrpc::encode(&error.to_value()),
+            session_id: None,
         }
     }
 }
@@ -437,6 +443,7 @@ impl Reply {
                 id: answer.id,
                 status: 200,
                 body: jsonrpc::encode(&error.to_value()),
+                session_id: None,
             };
             self.bytes = self.bytes.saturating_add(refused.body.len());
             return refused;
@@ -462,7 +469,13 @@ impl Reply {
         }
         if !self.batch {
             return match answers.next() {
-                Some(answer) => HttpResponse::json(answer.status, answer.body),
+                Some(answer) => {
+                    let mut response = HttpResponse::json(answer.status, answer.body);
+                    if let Some(session_id) = answer.session_id {
+                        response.headers.push(("mcp-session-id", Cow::Owned(session_id)));
+                    }
+                    response
+                }
                 None => HttpResponse::accepted(),
             };
         }

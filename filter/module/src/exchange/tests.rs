@@ -858,15 +858,16 @@ fn a_stream_without_a_progress_token_is_one_json_answer() {
 fn a_cancelled_stream_is_stopped_and_ends_with_no_response() {
     let config = streaming(10);
     let watching = exchange(config);
-    let stream = FakeStream::request("POST", "/mcp", &[]);
+    let stream = FakeStream::request("POST", "/mcp", &[SESSION]);
     post(watching, &stream, WATCH);
     let listening = stream.listening.borrow().clone();
     assert_eq!(listening.len(), 1);
     assert_eq!(listening[0].1, CANCELLED);
     exchange_messages(watching, &stream);
-    // The same client cancels request 5 on another stream: the key it wakes is the one listened for.
+    // The same client (its session) cancels request 5 on another stream: the key it wakes is
+    // the one listened for.
     let cancelling = exchange(config);
-    let other = FakeStream::request("POST", "/mcp", &[]);
+    let other = FakeStream::request("POST", "/mcp", &[SESSION]);
     post(
         cancelling,
         &other,
@@ -901,21 +902,37 @@ fn a_cancelled_stream_is_stopped_and_ends_with_no_response() {
 fn another_request_id_or_a_unary_call_is_not_listened_for() {
     let config = streaming(10);
     let watching = exchange(config);
-    let stream = FakeStream::request("POST", "/mcp", &[]);
+    let stream = FakeStream::request("POST", "/mcp", &[SESSION]);
     post(watching, &stream, &WATCH.replace(r#""id":5"#, r#""id":6"#));
-    let cancelling = exchange(config);
-    let other = FakeStream::request("POST", "/mcp", &[]);
-    post(
-        cancelling,
-        &other,
-        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#,
-    );
+    let cancel = r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":5}}"#;
+    let other = FakeStream::request("POST", "/mcp", &[SESSION]);
+    post(exchange(config), &other, cancel);
     assert_ne!(other.cancelled_keys.borrow()[0], stream.listening.borrow()[0].0);
+    // Another client (another session) naming the same id wakes another key.
+    let watching_five = FakeStream::request("POST", "/mcp", &[SESSION]);
+    post(exchange(config), &watching_five, WATCH);
+    let stranger = FakeStream::request("POST", "/mcp", &[("mcp-session-id", "s2")]);
+    post(exchange(config), &stranger, cancel);
+    assert_ne!(
+        stranger.cancelled_keys.borrow()[0],
+        watching_five.listening.borrow()[0].0
+    );
+    // A client with nothing only it holds (no session, no credential) is not listened for,
+    // and its cancel wakes nothing.
+    let anonymous = FakeStream::request("POST", "/mcp", &[]);
+    post(exchange(config), &anonymous, WATCH);
+    assert!(anonymous.listening.borrow().is_empty());
+    let anyone = FakeStream::request("POST", "/mcp", &[]);
+    post(exchange(config), &anyone, cancel);
+    assert!(anyone.cancelled_keys.borrow().is_empty());
     let unary = exchange(calling_out(""));
     let plain = FakeStream::request("POST", "/mcp", &[]);
     post(unary, &plain, GET_USER);
     assert!(plain.listening.borrow().is_empty());
 }
+
+/// The session id a handshake-era client was handed, which names its requests.
+const SESSION: (&str, &str) = ("mcp-session-id", "s1");
 
 /// The first message of a watch, heard.
 fn exchange_messages(exchange: &Exchange, stream: &FakeStream) {

@@ -24,6 +24,26 @@ fn initialize_negotiates_the_version() {
     }
 }
 
+/// Each `initialize` hands its client a fresh session id, and nothing else carries one.
+#[test]
+fn initialize_hands_out_a_session_id_of_its_own() {
+    let server = server();
+    let session = |body: &str| match post(&server, &json_headers(), body) {
+        Outcome::Respond(response) => response
+            .headers
+            .iter()
+            .find(|(name, _)| *name == "mcp-session-id")
+            .map(|(_, value)| value.to_string()),
+        _ => panic!("expected an answer"),
+    };
+    let initialize = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}"#;
+    let (first, second) = (session(initialize).unwrap(), session(initialize).unwrap());
+    assert_ne!(first, second);
+    assert_eq!(first.len(), 32);
+    assert_eq!(session(r#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#), None);
+    assert_eq!(session(r#"{"jsonrpc":"2.0","id":3,"method":"tools/list"}"#), None);
+}
+
 #[test]
 fn notifications_and_responses_are_accepted_without_a_body() {
     let server = server();
