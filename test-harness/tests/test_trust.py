@@ -385,3 +385,37 @@ def test_only_the_caller_can_cancel_its_stream(long_watch: Envoy, upstream: Upst
     assert outcome["version"] == ("HTTP/2" if http2 else "HTTP/1.1")
     wait_for(lambda: upstream.streams() == {"open": 0, "opened": 1, "cancelled": 1}, "the stream cancelled upstream")
     victim.close()
+
+
+# -- A task's polls are bounded --------------------------------------------------------------
+
+def test_a_loop_of_polls_cannot_flood_the_operations_service(upstream: Upstream) -> None:
+    """Polls were free: a client looping on tasks/get sent the Operations service as many
+    GetOperation calls. Each task's polls, per caller, now have a bucket of their own
+    (tasks.max_polls_per_second, tasks.poll_burst); past it a client's poll is 429."""
+    from test_tasks import EXPORT, GET_OPERATION, KEY, legacy_task, tasks_plugin
+
+    plugin = tasks_plugin([KEY])
+    plugin["tasks"].update(max_polls_per_second=2, poll_burst=3)
+    envoy = Envoy(upstream, plugin, name="envoy-trust-polls").start()
+    try:
+        upstream.reset()
+        mcp = Mcp(envoy.mcp_url)
+        task = legacy_task(mcp, EXPORT, {"query": "knife"})
+        started = time.monotonic()
+        statuses = Counter()
+        for id in range(40):
+            response = mcp.post({"jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {"taskId": task["taskId"]}},
+                                headers={"mcp-protocol-version": "2025-11-25"})
+            statuses[response.status_code] += 1
+            if response.status_code == 429:
+                refused = response
+        allowed = 3 + 2 * (time.monotonic() - started)
+        polls = upstream.calls().get(GET_OPERATION, 0)
+        assert polls <= allowed and statuses[200] == polls and statuses[429] == 40 - polls, (statuses, polls, allowed)
+        error = refused.json()["error"]
+        assert error["code"] == -32029 and error["message"].startswith(
+            "Too Many Requests: task operation operations/export-")
+        assert int(refused.headers["retry-after"]) >= 1
+    finally:
+        envoy.stop()

@@ -222,10 +222,22 @@ impl TasksConfig {
             ("poll_interval_ms", self.poll_interval_ms),
             ("ttl_ms", self.ttl_ms),
             ("wait_poll_interval_ms", self.wait_poll_interval_ms),
+            (
+                "max_polls_per_second",
+                u64::from(self.max_polls_per_second.unwrap_or(1)),
+            ),
+            ("poll_burst", u64::from(self.poll_burst.unwrap_or(1))),
         ] {
             if value == 0 {
                 return Err(ConfigError(format!("at `tasks.{key}`: must be greater than 0")));
             }
+        }
+        if f64::from(self.polls_per_second()) > crate::config::quota::MAX_REQUESTS_PER_SECOND {
+            return Err(ConfigError(format!(
+                "at `tasks.max_polls_per_second`: {} is more than {}",
+                self.polls_per_second(),
+                crate::config::quota::MAX_REQUESTS_PER_SECOND
+            )));
         }
         if self.keys.len() > MAX_TASK_KEYS {
             return Err(ConfigError(format!(

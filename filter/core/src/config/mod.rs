@@ -327,6 +327,8 @@ pub struct OperationTypes {
 pub const DEFAULT_TASK_POLL_INTERVAL_MS: u64 = 5_000;
 pub const DEFAULT_TASK_TTL_MS: u64 = 86_400_000;
 pub const DEFAULT_TASK_WAIT_POLL_INTERVAL_MS: u64 = 1_000;
+/// The smallest bucket of a task's polls, unless configured.
+pub const DEFAULT_TASK_POLL_BURST: u32 = 10;
 /// A key ring of two lets a key be rotated: add the new one first, then drop the old one once
 /// no task signed with it is still wanted.
 pub const MAX_TASK_KEYS: usize = 2;
@@ -351,6 +353,14 @@ pub struct TasksConfig {
     /// How often the gateway polls an operation itself for a caller that did not declare
     /// tasks, within the tool's deadline.
     pub wait_poll_interval_ms: u64,
+    /// Calls to the Operations service each task may have per second, for each caller
+    /// (`tasks/get`, `tasks/result`, `tasks/cancel`, and the gateway's own polling): a poll over
+    /// it is refused (a client's) or put off (the gateway's), so that no loop of polls floods
+    /// the service. Unset: twice the faster of `poll_interval_ms` and `wait_poll_interval_ms`.
+    pub max_polls_per_second: Option<u32>,
+    /// The polls a task may have at once after a quiet spell (the bucket's size). Unset: 10, or
+    /// the rate if it is more.
+    pub poll_burst: Option<u32>,
     /// This Envoy's own key, for a configuration without `keys`: made by the host when it
     /// starts, never read from the configuration.
     #[serde(skip)]
@@ -369,6 +379,23 @@ impl fmt::Debug for ProcessKey {
     }
 }
 
+impl TasksConfig {
+    /// `max_polls_per_second`, or twice the rate of the faster of the two intervals: room for
+    /// the gateway's own polling and a client that keeps to `pollIntervalMs`, with a margin.
+    pub fn polls_per_second(&self) -> u32 {
+        self.max_polls_per_second.unwrap_or_else(|| {
+            let interval = self.poll_interval_ms.min(self.wait_poll_interval_ms).max(1);
+            u32::try_from(2_000u64.div_ceil(interval)).unwrap_or(u32::MAX).max(1)
+        })
+    }
+
+    /// `poll_burst`, or the rate, and at least [`DEFAULT_TASK_POLL_BURST`].
+    pub fn poll_burst_size(&self) -> u32 {
+        self.poll_burst
+            .unwrap_or_else(|| self.polls_per_second().max(DEFAULT_TASK_POLL_BURST))
+    }
+}
+
 impl Default for TasksConfig {
     fn default() -> Self {
         TasksConfig {
@@ -376,6 +403,8 @@ impl Default for TasksConfig {
             poll_interval_ms: DEFAULT_TASK_POLL_INTERVAL_MS,
             ttl_ms: DEFAULT_TASK_TTL_MS,
             wait_poll_interval_ms: DEFAULT_TASK_WAIT_POLL_INTERVAL_MS,
+            max_polls_per_second: None,
+            poll_burst: None,
             process_key: None,
         }
     }

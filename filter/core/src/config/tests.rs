@@ -240,3 +240,28 @@ fn the_render_and_batch_reply_bounds_follow_max_response_bytes_unless_set() {
         (10, 7)
     );
 }
+
+#[test]
+fn a_tasks_poll_bound_follows_its_intervals_unless_set() {
+    let tasks = |json: &str| {
+        parse(&format!(r#"{{"services":{{"a.B":{{"cluster":"c"}}}},"tasks":{json}}}"#))
+            .unwrap()
+            .tasks
+    };
+    let defaults = tasks("{}");
+    assert_eq!((defaults.polls_per_second(), defaults.poll_burst_size()), (2, 10));
+    let quick = tasks(r#"{"wait_poll_interval_ms": 100}"#);
+    assert_eq!((quick.polls_per_second(), quick.poll_burst_size()), (20, 20));
+    let set = tasks(r#"{"max_polls_per_second": 3, "poll_burst": 4}"#);
+    assert_eq!((set.polls_per_second(), set.poll_burst_size()), (3, 4));
+    for (json, expected) in [
+        (
+            r#"{"max_polls_per_second": 0}"#,
+            "at `tasks.max_polls_per_second`: must be greater than 0",
+        ),
+        (r#"{"poll_burst": 0}"#, "at `tasks.poll_burst`: must be greater than 0"),
+    ] {
+        let error = parse(&format!(r#"{{"services":{{"a.B":{{"cluster":"c"}}}},"tasks":{json}}}"#)).unwrap_err();
+        assert_eq!(error, expected);
+    }
+}

@@ -27,7 +27,7 @@ pub struct CallerKey {
 
 /// How callers are placed in the tables.
 #[derive(Clone)]
-pub(super) struct Places {
+pub(crate) struct Places {
     secret: [u8; 32],
     count: u32,
 }
@@ -45,14 +45,14 @@ const FINGERPRINT_BYTES: usize = 8;
 impl Places {
     /// `count` places per rule, placed with `secret` (the host's key; without one, every
     /// Envoy places alike, which a client that reads this code could aim at).
-    pub(super) fn new(secret: Option<&[u8; 32]>, count: u32) -> Self {
+    pub(crate) fn new(secret: Option<&[u8; 32]>, count: u32) -> Self {
         Places {
             secret: secret.copied().unwrap_or_default(),
             count: count.max(1),
         }
     }
 
-    pub(super) fn key(&self, text: String) -> CallerKey {
+    pub(crate) fn key(&self, text: String) -> CallerKey {
         let digest = match Hmac::<Sha256>::new_from_slice(&self.secret) {
             Ok(mut mac) => {
                 mac.update(text.as_bytes());
@@ -78,7 +78,7 @@ impl Places {
 
 /// Takes `count` tokens from `caller`'s bucket under `selector`, in its place or in the one
 /// it gets, by compare-and-swap, tried again on a conflict.
-pub(super) fn take(
+pub(crate) fn take(
     counters: &dyn SharedCounters,
     selector: &str,
     caller: &CallerKey,
@@ -106,7 +106,7 @@ pub(super) fn take(
 
 /// The key of a place in a rule's table.
 fn place_key(selector: &str, place: u32) -> String {
-    format!("switchblade.quota/rate/{selector}/{place}")
+    format!("quota/rate/{selector}/{place}")
 }
 
 /// Which of a caller's two places it takes from, and as whose.

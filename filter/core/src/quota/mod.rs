@@ -7,7 +7,7 @@
 //! arithmetic on them is here ([`bucket`], [`in_flight`]), host-free, on the host's clock.
 
 pub mod bucket;
-mod callers;
+pub(crate) mod callers;
 pub mod counters;
 pub mod in_flight;
 pub mod rls;
@@ -320,7 +320,7 @@ fn contended(what: &str, rule: &Rule, sent: &str) -> Limited {
 }
 
 fn in_flight_key(selector: &str) -> String {
-    format!("switchblade.quota/in_flight/{selector}")
+    format!("quota/in_flight/{selector}")
 }
 
 /// The time an empty bucket takes to fill.

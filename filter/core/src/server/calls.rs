@@ -12,6 +12,8 @@
 use std::time::Duration;
 
 use super::reply::Heard;
+use super::reply::RpcResponse;
+use super::tasks::{Purpose, POLLS};
 use super::tool_result::ToolResult;
 use super::{Reply, Server};
 use crate::cancel::CANCELLED_COMMENT;
@@ -20,10 +22,15 @@ use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallRes
 use crate::grpc::status::{CANCELLED, DEADLINE_EXCEEDED};
 use crate::grpc::timeout as grpc_timeout;
 use crate::http::{HeaderCopy, HttpResponse, Refusal};
+use crate::jsonrpc::{RpcError, RATE_LIMITED};
 use crate::observe::Observations;
+use crate::quota::bucket::Take;
+use crate::quota::callers;
+use crate::quota::counters::Contended;
 use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_PATH};
 use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
 use crate::upstream::{RateLimitCheck, Redirect, UpstreamCall};
+use serde_json::json;
 
 /// How much longer than the host waits for a rate limit service's answer the service is told it
 /// has (`grpc-timeout`). A service that gives up at its deadline answers then (tonic's servers
@@ -53,7 +60,10 @@ impl Server {
             if calls.is_empty() {
                 return reply.is_complete();
             }
-            for mut call in calls {
+            for call in calls {
+                let Some(mut call) = self.take_poll(reply, call, now, observed) else {
+                    continue;
+                };
                 if let Err(limited) = self.take_place_in_flight(reply, &mut call, now) {
                     self.rate_limited(reply, &call, &limited, observed);
                     continue;
@@ -372,5 +382,61 @@ fn timed_out<'a>(call: &UpstreamCall, end: CallEnd<'a>, now: Duration) -> CallEn
             CallEnd::DeadlinePassed
         }
         end => end,
+    }
+}
+
+impl Server {
+    /// A call to the Operations service takes a poll from its task's bucket (per caller), and
+    /// goes; over the bound, the gateway's own polling waits until the bucket has one, and a
+    /// client's poll is refused: the call is given back only when it may go now.
+    fn take_poll(
+        &self,
+        reply: &mut Reply,
+        call: UpstreamCall,
+        now: Duration,
+        observed: &mut Observations,
+    ) -> Option<UpstreamCall> {
+        let (Some(counters), Some(step)) = (&reply.poll_counters, call.task.as_deref()) else {
+            return Some(call);
+        };
+        if !call.polls_operation() {
+            return Some(call);
+        }
+        let polls = &self.tasks.polls;
+        let operation = step.operation.as_deref().unwrap_or_default();
+        let key = polls
+            .places
+            .key(format!("{}\u{0}{operation}", String::from_utf8_lossy(&step.identity)));
+        let retry_after = match callers::take(&**counters, POLLS, &key, polls.bucket, 1, now) {
+            Ok(Take::Taken) => return Some(call),
+            Ok(Take::Refused { retry_after }) => retry_after.unwrap_or(DEFAULT_RETRY_AFTER),
+            Err(Contended) => DEFAULT_RETRY_AFTER,
+        };
+        if matches!(step.purpose, Purpose::Wait | Purpose::Result) {
+            reply.schedule(call, now + retry_after);
+            return None;
+        }
+        let limited = Limited {
+            message: format!(
+                "Too Many Requests: task operation {operation} may be polled {} times a second, {} at once, by each caller \
+                 (tasks.max_polls_per_second, tasks.poll_burst); poll again after {} ms",
+                polls.per_second,
+                polls.burst,
+                millis(retry_after)
+            ),
+            retry_after,
+        };
+        match reply.is_batch_post() {
+            false => {
+                observed.refused(Refusal::RateLimited);
+                reply.refuse_lone(&call.request_id, &limited);
+            }
+            true => {
+                let error = RpcError::new(&call.request_id, RATE_LIMITED, limited.message)
+                    .with_data(json!({"retryAfterMs": millis(retry_after)}));
+                reply.fill(call.slot, RpcResponse::error(call.era, &error));
+            }
+        }
+        None
     }
 }

@@ -179,7 +179,7 @@ impl Server {
         let access = AccessPolicy::build(config, &catalog)?;
         let quota = Quota::build(config, &catalog)?;
         let tools_list = ToolsListPages::public(&catalog, &style);
-        let task_settings = tasks::TaskSettings::new(&config.tasks, &catalog);
+        let task_settings = tasks::TaskSettings::new(&config.tasks, config.limits.max_callers, &catalog);
         let discover_result = methods::discover_result(
             &server_info,
             identity.instructions.as_deref(),
@@ -416,6 +416,9 @@ impl Server {
     /// Each message's answer, in order; calls leave a slot in the reply for their result.
     fn plan(&self, context: &RequestContext<'_>, messages: Vec<Message>, observed: &mut Observations) -> Outcome {
         let mut reply = Reply::new(context.batch, messages.len(), &self.limits);
+        if self.tasks.offered {
+            reply.poll_counters = context.counters.cloned();
+        }
         let mut cancelled = None;
         let lone_id = match (context.batch, messages.first()) {
             (false, Some(message)) => Some(jsonrpc::reply_id(message.id())),

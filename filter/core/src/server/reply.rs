@@ -96,6 +96,8 @@ pub struct Reply {
     /// The answer in place of every other (HTTP 429): the caller is over its limit across
     /// every tool.
     whole: Option<Box<HttpResponse>>,
+    /// The counters a task's polls are bounded with (`tasks.max_polls_per_second`).
+    pub(super) poll_counters: Option<Counters>,
 }
 
 /// Who a reply's calls are counted for, and how far their checks are.
@@ -175,6 +177,7 @@ impl Reply {
             progress: None,
             admission: None,
             whole: None,
+            poll_counters: None,
         }
     }
 
@@ -217,6 +220,21 @@ impl Reply {
         if let Some(admission) = self.admission.as_mut() {
             admission.checked.push(call);
         }
+    }
+
+    /// Whether the POST is a JSON-RPC batch.
+    pub(super) fn is_batch_post(&self) -> bool {
+        self.batch
+    }
+
+    /// A lone request is answered with HTTP 429 under its own id, in place of its answer.
+    pub(super) fn refuse_lone(&mut self, id: &Value, limited: &Limited) {
+        self.waiting.clear();
+        self.whole = Some(Box::new(HttpResponse::too_many_requests(
+            id,
+            &limited.message,
+            limited.retry_after,
+        )));
     }
 
     /// The request is answered with HTTP 429 in place of every other answer; calls still

@@ -261,7 +261,7 @@ impl Server {
                     stage: Stage::CancelOperation,
                     operation: Some(name.clone()),
                     task: step.task.clone(),
-                    identity: Vec::new(),
+                    identity: step.identity.clone(),
                     ..*step
                 };
                 let redirect = operations_redirect(tool, Stage::CancelOperation, tool.timeout);
@@ -338,7 +338,7 @@ impl Server {
             operation: Some(name.to_owned()),
             task: step.task.clone(),
             until: Some(until),
-            identity: Vec::new(),
+            identity: step.identity.clone(),
             ..*step
         };
         let timeout = (until - at).min(tool.timeout);

@@ -27,6 +27,8 @@ use crate::grpc;
 use crate::jsonrpc::{RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::observe::Observations;
 use crate::proto_json::json_type;
+use crate::quota::bucket::Bucket;
+use crate::quota::callers::Places;
 use crate::tasks::operation::name_request;
 use crate::tasks::task_id::{KeyRing, TaskId, TaskRefusal};
 use crate::tasks::{decode_key, iso_time, wall_clock_ms, OPERATIONS_SERVICE, TASKS_EXTENSION, TASKS_VERSION};
@@ -40,12 +42,27 @@ pub(crate) struct TaskSettings {
     poll_interval_ms: u64,
     ttl_ms: u64,
     wait_poll_interval: Duration,
+    /// The bound on each task's polls, per caller.
+    pub(super) polls: PollLimit,
     /// Whether any tool runs as a task: without one, no `tasks/*` method is served.
     pub(crate) offered: bool,
 }
 
+/// `tasks.max_polls_per_second` and `tasks.poll_burst`: a token bucket per task and caller, in
+/// a bounded table (as the rate limits keep theirs).
+#[derive(Debug)]
+pub(super) struct PollLimit {
+    pub(super) bucket: Bucket,
+    pub(super) per_second: u32,
+    pub(super) burst: u32,
+    pub(super) places: Places,
+}
+
+/// The selector the polls' table is kept under, beside the rate limits' rules.
+pub(super) const POLLS: &str = "task-polls";
+
 impl TaskSettings {
-    pub(crate) fn new(config: &TasksConfig, catalog: &Catalog) -> Self {
+    pub(crate) fn new(config: &TasksConfig, max_callers: u32, catalog: &Catalog) -> Self {
         let configured: Vec<Vec<u8>> = config.keys.iter().filter_map(|key| decode_key(key).ok()).collect();
         let keys = match (configured.is_empty(), &config.process_key) {
             (false, _) => KeyRing::new(configured),
@@ -57,6 +74,12 @@ impl TaskSettings {
             poll_interval_ms: config.poll_interval_ms,
             ttl_ms: config.ttl_ms,
             wait_poll_interval: Duration::from_millis(config.wait_poll_interval_ms),
+            polls: PollLimit {
+                bucket: Bucket::new(f64::from(config.polls_per_second()), config.poll_burst_size()),
+                per_second: config.polls_per_second(),
+                burst: config.poll_burst_size(),
+                places: Places::new(config.process_key.as_ref().map(|key| &key.0), max_callers),
+            },
             offered: catalog.tools().any(|tool| tool.task.is_some()),
         }
     }
@@ -197,7 +220,7 @@ impl Server {
             operation: Some(task.operation.clone()),
             task: Some((task_id.to_owned(), task.created_ms)),
             until: None,
-            identity: Vec::new(),
+            identity: context.caller.identity().to_vec(),
         };
         let call = UpstreamCall::new(
             Arc::clone(&tool),

@@ -16,6 +16,7 @@ use crate::grpc::frame::grpc_frame;
 use crate::http::{HeaderCopy, McpHeaders};
 use crate::jsonrpc::{INVALID_PARAMS, METHOD_NOT_FOUND, MISSING_REQUIRED_CLIENT_CAPABILITY};
 use crate::observe::{Observations, TaskOutcome};
+use crate::quota::counters::{Counters, MemoryCounters};
 use crate::server::{McpRequest, Outcome, Reply, Server};
 use crate::tasks::operation::{Any, Operation};
 use crate::tasks::task_id::{caller_digest, KeyRing, TaskId, TaskRefusal};
@@ -83,6 +84,17 @@ enum Posted<'a> {
 }
 
 fn post<'a>(server: &'a Server, headers: &McpHeaders, body: Value, caller: &Caller) -> Posted<'a> {
+    post_counted(server, headers, body, caller, None)
+}
+
+/// [`post`], with counters for the bounds that keep state (the polls').
+fn post_counted<'a>(
+    server: &'a Server,
+    headers: &McpHeaders,
+    body: Value,
+    caller: &Caller,
+    counters: Option<&Counters>,
+) -> Posted<'a> {
     let mut observed = Observations::default();
     let body = body.to_string();
     let request = McpRequest {
@@ -90,7 +102,7 @@ fn post<'a>(server: &'a Server, headers: &McpHeaders, body: Value, caller: &Call
         body: body.as_bytes(),
         caller,
         client_address: None,
-        counters: None,
+        counters,
     };
     match server.handle(request, &mut observed) {
         Outcome::Respond(response) | Outcome::Cancel { response, .. } => {
@@ -934,4 +946,63 @@ fn configured_operation_types_make_a_task_tool_and_bad_ones_are_refused() {
         let error = Server::from_config_bytes(config.as_bytes()).unwrap_err();
         assert!(error.0.starts_with(words), "{error}");
     }
+}
+
+/// A loop of polls cannot flood the Operations service: each task's polls, per caller, are a
+/// bucket of their own. A client's poll over it is refused with 429; the gateway's own polling
+/// (tasks/result here) waits until the bucket has one.
+#[test]
+fn a_tasks_polls_are_bounded_per_caller() {
+    let server = Server::from_config_bytes(
+        config(r#", "limits": {}"#)
+            .replace(
+                r#""wait_poll_interval_ms": 300}"#,
+                r#""wait_poll_interval_ms": 300, "max_polls_per_second": 1, "poll_burst": 2}"#,
+            )
+            .as_bytes(),
+    )
+    .unwrap();
+    let task_id = legacy_task(&server);
+    let counters: Counters = std::sync::Arc::new(MemoryCounters::default());
+    let poll = |caller: &Caller| {
+        post_counted(
+            &server,
+            &headers("2025-11-25"),
+            legacy_task_request("tasks/get", &task_id),
+            caller,
+            Some(&counters),
+        )
+    };
+    for _ in 0..2 {
+        let exchange = calling(poll(&Caller::Anyone));
+        assert_eq!(exchange.started.borrow().len(), 1);
+    }
+    // Refused where the call would start: nothing goes out.
+    let exchange = calling(poll(&Caller::Anyone));
+    assert!(exchange.started.borrow().is_empty());
+    let (status, body, observed) = exchange.finish();
+    assert_eq!(status, 429, "{body}");
+    assert_eq!(body["error"]["code"], -32029);
+    assert_eq!(
+        body["error"]["message"],
+        "Too Many Requests: task operation operations/export-1 may be polled 1 times a second, 2 at once, by each caller \
+         (tasks.max_polls_per_second, tasks.poll_burst); poll again after 1000 ms"
+    );
+    assert_eq!(body["error"]["data"], json!({"retryAfterMs": 1000}));
+    assert_eq!(observed.refusal(), Some(crate::http::Refusal::RateLimited));
+    // tasks/result polls through the same bucket, put off instead of refused.
+    let mut exchange = calling(post_counted(
+        &server,
+        &headers("2025-11-25"),
+        legacy_task_request("tasks/result", &task_id),
+        &Caller::Anyone,
+        Some(&counters),
+    ));
+    assert!(exchange.started.borrow().is_empty(), "the poll waits for the bucket");
+    assert_eq!(exchange.reply.next_wake(), Some(exchange.now + Duration::from_secs(1)));
+    assert!(!exchange.wake());
+    assert_eq!(exchange.started.borrow().len(), 1);
+    assert!(exchange.answer_operation(&exported("operations/export-1")));
+    let (_, body, _) = exchange.finish();
+    assert_eq!(body["result"]["structuredContent"]["item_count"], 3);
 }
