@@ -22,9 +22,10 @@ from typing import Any, Iterator
 import httpx2
 import pytest
 
+import filter_build
 from filter_build import demo_plugin
 from mcp_client import Mcp
-from processes import Envoy, Upstream, demo_config, free_port, http_filters
+from processes import Envoy, Upstream, demo_config, free_port, http_filters, static_bootstrap
 
 GET_ITEM = {"name": "CatalogService_GetItem", "arguments": {"id": "1"}}
 
@@ -385,6 +386,40 @@ def test_only_the_caller_can_cancel_its_stream(long_watch: Envoy, upstream: Upst
     assert outcome["version"] == ("HTTP/2" if http2 else "HTTP/1.1")
     wait_for(lambda: upstream.streams() == {"open": 0, "opened": 1, "cancelled": 1}, "the stream cancelled upstream")
     victim.close()
+
+
+# -- Shared data belongs to the plugin ------------------------------------------------------
+
+def test_plugins_that_share_a_vm_id_do_not_share_the_filters_state(upstream: Upstream) -> None:
+    """Two Switchblade plugins on two listeners with the same vm_id (empty, as Istio leaves
+    it) shared proxy-wasm's store and the filter's keys in it: a caller's calls through one
+    spent its budget in the other. Each plugin's keys are under its own name now."""
+    build = filter_build.current()
+    if build.name != "wasm":
+        pytest.skip("shared data is the Wasm filter's: the module keeps its state per configuration")
+    plugin = demo_plugin()
+    plugin["limits"] = {"rules": [{"match": "*", "requests_per_second": 0.001, "burst": 1}]}
+    envoy = Envoy(upstream, plugin, bootstrap=static_bootstrap(plugin), name="envoy-trust-vm-id")
+    first = envoy.config["static_resources"]["listeners"][0]
+    second = copy.deepcopy(first)
+    second["name"], second_port = "mcp-second", free_port()
+    second["address"]["socket_address"]["port_value"] = second_port
+    for listener, name in ((first, "alpha"), (second, "beta")):
+        manager = listener["filter_chains"][0]["filters"][0]["typed_config"]
+        [wasm] = [entry for entry in manager["http_filters"] if entry["name"] == "switchblade"]
+        wasm["typed_config"]["config"]["name"] = name
+        wasm["typed_config"]["config"]["vm_config"]["vm_id"] = ""
+    envoy.config["static_resources"]["listeners"].append(second)
+    envoy.start()
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}}
+        served = lambda port: Mcp(f"http://127.0.0.1:{port}/mcp").post(call).status_code  # noqa: E731
+        assert [served(envoy.port), served(envoy.port)] == [200, 429]
+        assert served(second_port) == 200, "the other plugin's budget was spent"
+        assert served(second_port) == 429
+    finally:
+        envoy.stop()
 
 
 # -- A task's polls are bounded --------------------------------------------------------------

@@ -9,26 +9,26 @@ use log::warn;
 use proxy_wasm::hostcalls;
 use switchblade_core::cancel::CancelKey;
 
-use crate::host_io::now;
+use crate::host_io::{now, SharedData};
 
 /// The slots of the table; a cancellation is read within a tick of its writing.
 const SLOTS: u64 = 256;
 
-fn slot_name(key: &CancelKey) -> String {
-    format!("switchblade.cancelled.{}", key.slot(SLOTS))
+fn slot_name(shared: &SharedData, key: &CancelKey) -> String {
+    shared.key(&format!("cancelled/{}", key.slot(SLOTS)))
 }
 
 /// Files the cancellation of the request under `key`.
-pub(crate) fn file(key: &CancelKey) {
+pub(crate) fn file(shared: &SharedData, key: &CancelKey) {
     let record = key.record(now());
-    if let Err(status) = hostcalls::set_shared_data(&slot_name(key), Some(record.as_bytes()), None) {
+    if let Err(status) = hostcalls::set_shared_data(&slot_name(shared, key), Some(record.as_bytes()), None) {
         warn!("cannot file a cancellation: {status:?}");
     }
 }
 
 /// Whether the request under `key`, which came at `since`, has been cancelled.
-pub(crate) fn is_cancelled(key: &CancelKey, since: std::time::Duration) -> bool {
-    match hostcalls::get_shared_data(&slot_name(key)) {
+pub(crate) fn is_cancelled(shared: &SharedData, key: &CancelKey, since: std::time::Duration) -> bool {
+    match hostcalls::get_shared_data(&slot_name(shared, key)) {
         Ok((Some(record), _)) => key.is_cancelled_by(&record, since),
         _ => false,
     }

@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use log::{error, warn};
@@ -29,7 +30,7 @@ use crate::cancels;
 use crate::clock::{OpenStream, StreamClock, Wake};
 use crate::host_io::{
     buffer, call_out, call_response, client_address, header_pairs, header_value, log_fields, map_bytes, now,
-    token_payload, HeaderMapBytes,
+    token_payload, HeaderMapBytes, SharedData,
 };
 use crate::stats::Stats;
 
@@ -53,7 +54,9 @@ pub(crate) struct Exchange {
 pub(crate) struct Inner {
     server: Rc<Server>,
     stats: Rc<Stats>,
-    /// The rate limits' counters, in shared data.
+    /// The plugin's shared data: the rate limits' counters, and cancellations.
+    shared: Arc<SharedData>,
+    /// The same, as the core takes its counters.
     counters: Counters,
     clock: Rc<StreamClock<Inner>>,
     /// What this request told, published with its answer.
@@ -71,14 +74,16 @@ impl Exchange {
         context_id: u32,
         server: Rc<Server>,
         stats: Rc<Stats>,
-        counters: Counters,
+        shared: Arc<SharedData>,
         clock: Rc<StreamClock<Inner>>,
     ) -> Self {
+        let counters: Counters = shared.clone();
         Exchange {
             context_id,
             inner: Rc::new(RefCell::new(Inner {
                 server,
                 stats,
+                shared,
                 counters,
                 clock,
                 observed: Observations::default(),
@@ -281,7 +286,7 @@ impl Inner {
             Outcome::Respond(response) => self.answer(&response),
             Outcome::Cancel { request_id, response } => {
                 if let Some(key) = cancel_key(&request_id) {
-                    cancels::file(&key);
+                    cancels::file(&self.shared, &key);
                 }
                 self.answer(&response);
             }

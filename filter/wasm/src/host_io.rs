@@ -102,15 +102,41 @@ pub(crate) fn client_address() -> Option<String> {
 /// write): a set with it inserts a key where none is, and fails where another VM put one first.
 pub(crate) const ONLY_IF_ABSENT: u32 = u32::MAX;
 
-/// The rate limits' counters in proxy-wasm's shared data, which every VM of the filter (one
-/// per worker) reads and writes: a `set` with the version a `get` gave fails when another VM
-/// wrote in between (`CasMismatch`), and the core tries again.
+/// This plugin's part of proxy-wasm's shared data, which every VM of the filter (one per
+/// worker) reads and writes: the rate limits' counters, cancellations, the task key. Envoy
+/// keeps one store per `vm_id`, which other plugins with the same `vm_id` share (Istio sets
+/// none), so every key is under a prefix of this plugin's own name: another plugin does not
+/// meet these keys by accident (on purpose it can: SECURITY.md). A `set` with the version a
+/// `get` gave fails when another VM wrote in between (`CasMismatch`), and the core tries again.
 #[derive(Debug)]
-pub(crate) struct SharedData;
+pub(crate) struct SharedData {
+    prefix: String,
+}
+
+impl SharedData {
+    /// The shared data of the plugin being configured: its keys under
+    /// `switchblade/<plugin name>/`.
+    pub(crate) fn of_this_plugin() -> Self {
+        let name = hostcalls::get_property(vec!["plugin_name"])
+            .ok()
+            .flatten()
+            .map(|name| String::from_utf8_lossy(&name).into_owned())
+            .unwrap_or_default();
+        SharedData {
+            prefix: format!("switchblade/{name}/"),
+        }
+    }
+
+    /// The store's key for a key of the filter's.
+    pub(crate) fn key(&self, key: &str) -> String {
+        format!("{}{key}", self.prefix)
+    }
+}
 
 impl SharedCounters for SharedData {
     fn get(&self, key: &str) -> Option<(Vec<u8>, u32)> {
-        match hostcalls::get_shared_data(key) {
+        let key = self.key(key);
+        match hostcalls::get_shared_data(&key) {
             // An empty value comes without bytes, but with its version.
             Ok((bytes, Some(version))) => Some((bytes.unwrap_or_default(), version)),
             Ok((_, None)) => None,
@@ -126,7 +152,8 @@ impl SharedCounters for SharedData {
             Expect::Absent => ONLY_IF_ABSENT,
             Expect::Version(version) => version,
         };
-        hostcalls::set_shared_data(key, Some(value), Some(cas)).map_err(|status| {
+        let key = self.key(key);
+        hostcalls::set_shared_data(&key, Some(value), Some(cas)).map_err(|status| {
             if status != Status::CasMismatch {
                 warn!("cannot write shared data {key}: {status:?}");
             }

@@ -31,7 +31,6 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
 use switchblade_core::configure::{configure_with_process_key, Configured};
-use switchblade_core::quota::counters::Counters;
 use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
@@ -45,7 +44,7 @@ use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests};
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
     proxy_wasm::set_root_context(|_| -> Box<dyn RootContext> {
-        Box::new(Root { server: None, stats: Rc::default(), refresher: None, clock: Rc::default(), counters: Arc::new(SharedData) })
+        Box::new(Root { server: None, stats: Rc::default(), refresher: None, clock: Rc::default(), shared: None })
     });
 }}
 
@@ -60,8 +59,9 @@ struct Root {
     refresher: Option<Refresher>,
     /// The deadlines of the VM's open gRPC streams.
     clock: Rc<StreamClock<Inner>>,
-    /// The rate limits' counters, shared with the other workers' VMs.
-    counters: Counters,
+    /// This plugin's shared data (the rate limits' counters, cancellations), shared with the
+    /// other workers' VMs; set when configured.
+    shared: Option<Arc<SharedData>>,
 }
 
 impl Context for Root {
@@ -119,7 +119,10 @@ impl RootContext for Root {
             }
         };
         let started = hostcalls::get_current_time().ok();
-        match configure_with_process_key(&bytes, process_key::process_key()) {
+        let shared = Arc::new(SharedData::of_this_plugin());
+        let configured = configure_with_process_key(&bytes, process_key::process_key(&shared));
+        self.shared = Some(shared);
+        match configured {
             Ok(Configured { server, refresher }) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
@@ -167,17 +170,20 @@ impl RootContext for Root {
 
     fn on_tick(&mut self) {
         self.refresh_if_due();
-        end_streams_due(&self.clock);
+        if let Some(shared) = &self.shared {
+            end_streams_due(&self.clock, shared);
+        }
         wake_due_requests(&self.clock);
     }
 
     fn create_http_context(&self, context_id: u32) -> Option<Box<dyn HttpContext>> {
         let server = self.server.clone()?;
+        let shared = Arc::clone(self.shared.as_ref()?);
         Some(Box::new(Exchange::new(
             context_id,
             server,
             Rc::clone(&self.stats),
-            Arc::clone(&self.counters),
+            shared,
             Rc::clone(&self.clock),
         )))
     }

@@ -1,18 +1,23 @@
 //! The key this Envoy signs task ids with when a configuration has no `tasks.keys`. Each
 //! worker runs a VM of its own, and a poll may reach any worker: so the VMs agree on one key
-//! through proxy-wasm's shared data (one store per VM id, for the whole Envoy process). The
-//! first VM to look makes it; every other reads it.
+//! through proxy-wasm's shared data (one store per VM id, for the whole Envoy process; the key
+//! under this plugin's own prefix). The first VM to look makes it; every other reads it.
 
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
 
-use crate::host_io::ONLY_IF_ABSENT;
+use crate::host_io::{SharedData, ONLY_IF_ABSENT};
 
-const SHARED_KEY: &str = "switchblade.tasks.process_key";
+const SHARED_KEY: &str = "tasks/process_key";
 
 /// The Envoy's key: the one in shared data, or a fresh one put there first.
-pub(crate) fn process_key() -> Option<[u8; 32]> {
+pub(crate) fn process_key(shared_data: &SharedData) -> Option<[u8; 32]> {
+    let name = shared_data.key(SHARED_KEY);
+    let shared = || -> Option<[u8; 32]> {
+        let (value, _) = hostcalls::get_shared_data(&name).ok()?;
+        value?.try_into().ok()
+    };
     if let Some(key) = shared() {
         return Some(key);
     }
@@ -21,7 +26,7 @@ pub(crate) fn process_key() -> Option<[u8; 32]> {
         warn!("cannot make this Envoy's task key: {error}; set tasks.keys");
         return None;
     }
-    match hostcalls::set_shared_data(SHARED_KEY, Some(&fresh), Some(ONLY_IF_ABSENT)) {
+    match hostcalls::set_shared_data(&name, Some(&fresh), Some(ONLY_IF_ABSENT)) {
         Ok(()) | Err(Status::CasMismatch) => {}
         Err(status) => warn!("cannot share this Envoy's task key between its workers: {status:?}"),
     }
@@ -30,9 +35,4 @@ pub(crate) fn process_key() -> Option<[u8; 32]> {
         warn!("this Envoy's task key is not in shared data: this worker signs with a key of its own; set tasks.keys");
         Some(fresh)
     })
-}
-
-fn shared() -> Option<[u8; 32]> {
-    let (value, _) = hostcalls::get_shared_data(SHARED_KEY).ok()?;
-    value?.try_into().ok()
 }

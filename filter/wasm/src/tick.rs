@@ -12,13 +12,14 @@ use proxy_wasm::hostcalls;
 use crate::cancels;
 use crate::clock::{Ending, StreamClock};
 use crate::exchange::{Inner, STREAM};
-use crate::host_io::now;
+use crate::host_io::{now, SharedData};
 
 /// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
 /// their requests: each is cancelled; a deadline's call ends with the messages so far as its
 /// result, a cancelled request with no response.
-pub(crate) fn end_streams_due(clock: &StreamClock<Inner>) {
-    for (stream, ending) in clock.take_ending(now(), cancels::is_cancelled) {
+pub(crate) fn end_streams_due(clock: &StreamClock<Inner>, shared: &SharedData) {
+    let cancelled = |key: &_, since| cancels::is_cancelled(shared, key, since);
+    for (stream, ending) in clock.take_ending(now(), cancelled) {
         let Some(inner) = act_for(stream.context_id, &stream.owner, "stream ends") else {
             continue;
         };
