@@ -304,8 +304,8 @@ SYSTEMS = [
 
 
 def baseline_systems(checkout: Path) -> list[System]:
-    """(E) and (H): (e) and (h) as another checkout builds them (`--baseline`), to measure a
-    change in the same rounds as the code before it."""
+    """(E), (H), (K) and (L): (e), (h), (k) and (l) as another checkout builds them
+    (`--baseline`), to measure a change in the same rounds as the code before it."""
     wasm = checkout / "target/wasm32-wasip1/release/switchblade_filter.wasm"
     module = checkout / "target/module/libswitchblade_module.so"
     return [
@@ -316,6 +316,14 @@ def baseline_systems(checkout: Path) -> list[System]:
         System("H", f"Switchblade as a dynamic module (MCP), baseline {checkout}", "http", path="/mcp",
                body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
                filters=lambda descriptors, _wasm: [*switchblade_module(), router()],
+               check=mcp_result(structured=True), module=True, binary=module),
+        System("K", f"Switchblade with rate limits that never trigger (MCP), baseline {checkout}", "http",
+               path="/mcp", body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade(str(wasm), limited_plugin()), router()],
+               check=mcp_result(structured=True), binary=wasm),
+        System("L", f"Switchblade as a dynamic module with rate limits that never trigger (MCP), baseline {checkout}",
+               "http", path="/mcp", body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade_module(limited_plugin()), router()],
                check=mcp_result(structured=True), module=True, binary=module),
     ]
 
