@@ -113,7 +113,9 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
         let token = out.swap_remove(usize::from(event) % out.len());
         now += Duration::from_millis(u64::from(event));
         match event % 4 {
-            0 => server.call_ended(&mut reply, token, true, now, &mut observed),
+            0 => {
+                server.call_ended(&mut reply, token, true, now, &mut observed);
+            }
             1 => {
                 let read = || (HeaderCopy::from_iter([(":status", "200")]), FRAME.to_vec(), HeaderCopy::from_iter([("grpc-status", "0")]));
                 server.call_answered(&mut reply, token, FRAME.len(), read, now, &mut observed);
