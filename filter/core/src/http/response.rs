@@ -78,7 +78,7 @@ impl HttpResponse {
     pub fn method_not_allowed() -> Self {
         let mut response = Self::refused(
             405,
-            "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream, no sessions)",
+            "Method Not Allowed: this MCP endpoint takes POST only (no SSE stream to open, no session state to delete)",
         );
         response.headers.push(("allow", Cow::Borrowed("POST")));
         response
