@@ -13,7 +13,7 @@ use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{HeaderCopy, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::server::{McpRequest, Outcome, Server};
-use switchblade_core::streams::{EndReason, StreamCollector};
+use switchblade_core::grpc::stream::{EndReason, StreamCollector};
 
 thread_local! {
     static SERVER: Server = Server::from_config_bytes(

@@ -20,9 +20,8 @@ use crate::proto_json::schema::{message_schema, SchemaTooLarge, MAX_SCHEMA_BYTES
 use crate::proto_json::Direction;
 use crate::streams::{messages_input_schema, stream_output_schema, CallKind, DEFAULT_MAX_MESSAGES};
 use crate::tasks::{operation_types, OperationSpec};
+use crate::tool_name;
 use crate::wrapped_root::object_root;
-
-pub const MAX_TOOL_NAME_LEN: usize = 64;
 
 /// How much later than the tool's deadline Envoy's router gives up on a routed call: the module
 /// answers DEADLINE_EXCEEDED at the deadline itself (the router, once the upstream's headers
@@ -304,14 +303,15 @@ fn build_tool(
         .name
         .clone()
         .unwrap_or_else(|| format!("{}_{}", service.name(), method.name()));
-    if !is_valid_tool_name(&name) {
+    if !tool_name::is_valid(&name) {
         let key = if overrides.name.is_some() {
             format!("at `tools.{selector}.name`: ")
         } else {
             String::new()
         };
         return Err(ConfigError(format!(
-            "{key}tool name {name:?} for {selector} is not 1-{MAX_TOOL_NAME_LEN} characters of [A-Za-z0-9_-]"
+            "{key}tool name {name:?} for {selector} is not 1-{} characters of [A-Za-z0-9_-]",
+            tool_name::MAX_LEN
         )));
     }
     let description = overrides
@@ -456,13 +456,6 @@ fn stream_words(kind: CallKind, max_messages: Option<usize>, timeout_ms: u64) ->
         CallKind::ClientStreaming => Some(sends),
         CallKind::Bidirectional => Some(format!("{sends} {gathers}")),
     }
-}
-
-pub fn is_valid_tool_name(name: &str) -> bool {
-    (1..=MAX_TOOL_NAME_LEN).contains(&name.len())
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 /// Hints from the method's `idempotency_level`; hints only, never authorization.

@@ -27,6 +27,7 @@ pub mod upstream;
 mod eras;
 mod fingerprint;
 mod jsonrpc;
+mod tool_name;
 mod tools_list;
 mod unique_keys;
 mod wrapped_root;

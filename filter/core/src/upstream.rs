@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::catalog::Tool;
 use crate::eras::Era;
-use crate::grpc::frame::{unframe_all, FRAME_PREFIX};
+use crate::grpc::frame::unframe_all;
 use crate::http::{HeaderList, HeaderPair};
 use crate::quota::counters::Lease;
 use crate::streams::CallKind;
@@ -267,8 +267,11 @@ impl UpstreamCall {
     }
 
     /// The request message, protobuf-encoded.
-    pub fn message(&self) -> &[u8] {
-        self.http_body().get(FRAME_PREFIX..).unwrap_or_default()
+    #[cfg(test)]
+    pub(crate) fn message(&self) -> &[u8] {
+        self.http_body()
+            .get(crate::grpc::frame::FRAME_PREFIX..)
+            .unwrap_or_default()
     }
 
     /// gRPC metadata: the service's static metadata, then the forwarded request headers.

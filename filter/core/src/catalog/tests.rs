@@ -120,15 +120,6 @@ fn configuration_errors_name_the_key_and_the_fix() {
 }
 
 #[test]
-fn tool_names_are_checked() {
-    assert!(is_valid_tool_name("CatalogService_GetItem"));
-    assert!(is_valid_tool_name("a-b_C9"));
-    assert!(!is_valid_tool_name(""));
-    assert!(!is_valid_tool_name("a.b"));
-    assert!(!is_valid_tool_name(&"x".repeat(65)));
-}
-
-#[test]
 fn an_exponential_tree_is_shared_and_a_schema_too_large_even_so_is_refused() {
     use crate::proto_json::schema::tests::{enum_heavy, fanned, SERVICE};
     let config =

@@ -246,7 +246,7 @@ impl TasksConfig {
             )));
         }
         for (index, key) in self.keys.iter().enumerate() {
-            let length = crate::tasks::decode_key(key).map_err(|problem| {
+            let length = super::decode_key(key).map_err(|problem| {
                 ConfigError(format!(
                     "at `tasks.keys[{index}]`: {problem}; write {MIN_TASK_KEY_BYTES} random bytes or more in base64 (`head -c 32 /dev/urandom | base64`)"
                 ))

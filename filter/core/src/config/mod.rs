@@ -394,6 +394,23 @@ impl TasksConfig {
         self.poll_burst
             .unwrap_or_else(|| self.polls_per_second().max(DEFAULT_TASK_POLL_BURST))
     }
+
+    /// The bytes of `keys`, in order (a configuration that passed its check has no key that
+    /// does not decode).
+    pub fn decoded_keys(&self) -> Vec<Vec<u8>> {
+        self.keys.iter().filter_map(|key| decode_key(key).ok()).collect()
+    }
+}
+
+/// The bytes of a configured key: base64, standard or URL-safe, padded or not.
+fn decode_key(text: &str) -> Result<Vec<u8>, String> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    let text = text.trim();
+    [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]
+        .iter()
+        .find_map(|engine| engine.decode(text).ok())
+        .ok_or_else(|| "not base64".to_owned())
 }
 
 impl Default for TasksConfig {

@@ -3,9 +3,9 @@
 //! trailers-only answer, and the ways a call ends without one.
 
 use super::frame::{unframe, FRAME_PREFIX};
+use super::stream::StreamCollector;
 use crate::grpc::status::UNAVAILABLE;
 use crate::http::{HeaderCopy, HeaderList, HeaderPair};
-use crate::streams::StreamCollector;
 
 /// What Envoy's router answers when a request outlives its timeout (as `grpc-message` of a
 /// gRPC request).

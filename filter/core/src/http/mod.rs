@@ -12,7 +12,7 @@ mod response;
 pub use admission::{admit, CallerPolicy, Refusal};
 pub use header_copy::{HeaderChanges, HeaderCopy, HeaderList};
 pub use headers::McpHeaders;
-pub use response::HttpResponse;
+pub use response::{retry_after_ms, HttpResponse};
 
 /// One header or trailer as a host hands it over: a lowercase name, and the value as bytes
 /// (not always UTF-8).

@@ -7,7 +7,6 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::jsonrpc::{self, RpcError, INTERNAL_ERROR, INVALID_REQUEST, RATE_LIMITED};
-use crate::quota::millis;
 
 /// A complete local reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -16,6 +15,12 @@ pub struct HttpResponse {
     /// Fixed words, but for the few a request decides (`retry-after`).
     pub headers: Vec<(&'static str, Cow<'static, str>)>,
     pub body: Vec<u8>,
+}
+
+/// A retry time in whole milliseconds, rounded up (and at least 1): what `retryAfterMs` says.
+pub fn retry_after_ms(time: Duration) -> u64 {
+    let micros = time.as_micros();
+    u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX).max(1)
 }
 
 const JSON: (&str, Cow<'static, str>) = ("content-type", Cow::Borrowed("application/json"));
@@ -44,7 +49,7 @@ impl HttpResponse {
     /// A caller over its limit across every tool: 429, `Retry-After` in whole seconds
     /// (rounded up), and the time in milliseconds in the error's `data`.
     pub fn too_many_requests(id: &Value, message: &str, retry_after: Duration) -> Self {
-        let retry_after_ms = millis(retry_after);
+        let retry_after_ms = retry_after_ms(retry_after);
         let error = RpcError::new(id, RATE_LIMITED, message).with_data(json!({ "retryAfterMs": retry_after_ms }));
         let mut response = Self::rpc_error(429, &error);
         let seconds = retry_after_ms.div_ceil(1000).max(1);

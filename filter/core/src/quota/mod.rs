@@ -25,6 +25,7 @@ use crate::config::{
     parse_selector, AddressPrefix, CallerSource, ConfigError, LimitRule, PluginConfig, RateLimitService,
 };
 use crate::grpc::frame::grpc_frame;
+use crate::http::retry_after_ms;
 use bucket::{Bucket, Take};
 pub use callers::CallerKey;
 use callers::Places;
@@ -207,7 +208,7 @@ impl Quota {
                     rate.per_second,
                     rate.burst,
                     rule.names(),
-                    millis(retry_after)
+                    retry_after_ms(retry_after)
                 );
                 Err(Limited { message, retry_after })
             }
@@ -243,7 +244,7 @@ impl Quota {
                     rate.per_second,
                     rate.burst,
                     rule.names(),
-                    millis(retry_after)
+                    retry_after_ms(retry_after)
                 );
                 Err(Limited { message, retry_after })
             }
@@ -269,7 +270,7 @@ impl Quota {
                     "Rate limited: {} allows {max} calls in flight at once, and {max} are out ({}); retry after {} ms. The call was not sent.",
                     tool.name,
                     rule.names(),
-                    millis(DEFAULT_RETRY_AFTER)
+                    retry_after_ms(DEFAULT_RETRY_AFTER)
                 ),
                 retry_after: DEFAULT_RETRY_AFTER,
             }),
@@ -313,7 +314,7 @@ fn contended(what: &str, rule: &Rule, sent: &str) -> Limited {
         message: format!(
             "{what} came faster than their limit could be counted ({}); retry after {} ms.{sent}",
             rule.names(),
-            millis(DEFAULT_RETRY_AFTER)
+            retry_after_ms(DEFAULT_RETRY_AFTER)
         ),
         retry_after: DEFAULT_RETRY_AFTER,
     }
@@ -326,12 +327,6 @@ fn in_flight_key(selector: &str) -> String {
 /// The time an empty bucket takes to fill.
 fn full_refill(rate: Rate) -> Duration {
     Duration::from_secs_f64(f64::from(rate.burst) / rate.per_second)
-}
-
-/// A retry time in whole milliseconds, rounded up (and at least 1).
-pub fn millis(time: Duration) -> u64 {
-    let micros = time.as_micros();
-    u64::try_from(micros.div_ceil(1000)).unwrap_or(u64::MAX).max(1)
 }
 
 /// The caller an address is: without its port, and cut to the configured prefix

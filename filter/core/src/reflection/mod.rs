@@ -25,7 +25,7 @@ mod refreshed;
 mod refresher;
 
 use acceptance::{answering_files, Protected};
-use protocol::{read_answer, Heard, Question, Version};
+use protocol::{read_answer, Question, ReflectionAnswer, Version};
 pub use protocol::{ReflectionCall, ReflectionCallEnd};
 pub use refreshed::{Declined, Refreshed, Step};
 pub use refresher::Refresher;
@@ -253,7 +253,7 @@ impl Discovery {
         round: &mut Round,
     ) -> Result<(), Retry> {
         match read_answer(answer).map_err(Retry::No)? {
-            Heard::Unimplemented => {
+            ReflectionAnswer::Unimplemented => {
                 let Some(target) = self.targets.get_mut(target) else {
                     return Err(Retry::No("no such target".into()));
                 };
@@ -267,7 +267,7 @@ impl Discovery {
                     "the server does not offer gRPC server reflection (neither grpc.reflection.v1 nor v1alpha)".into(),
                 ))
             }
-            Heard::Files(files) => {
+            ReflectionAnswer::Files(files) => {
                 let asked: Vec<_> = questions.iter().map(Question::asked).collect();
                 let protos: Vec<_> = files.iter().map(|file| &file.proto).collect();
                 let answering =

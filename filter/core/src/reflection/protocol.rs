@@ -166,14 +166,14 @@ pub(super) struct ReceivedFile {
 }
 
 /// What an answer said.
-pub(super) enum Heard {
+pub(super) enum ReflectionAnswer {
     /// This version of the service is not there.
     Unimplemented,
     Files(Vec<ReceivedFile>),
 }
 
 /// Reads one call's answer: its files, or why it has none.
-pub(super) fn read_answer(answer: ReflectionCallEnd<'_>) -> Result<Heard, String> {
+pub(super) fn read_answer(answer: ReflectionCallEnd<'_>) -> Result<ReflectionAnswer, String> {
     let (headers, body, trailers) = match answer {
         ReflectionCallEnd::Failed(reason) => return Err(format!("the reflection call failed: {reason}")),
         ReflectionCallEnd::Http {
@@ -184,7 +184,7 @@ pub(super) fn read_answer(answer: ReflectionCallEnd<'_>) -> Result<Heard, String
     };
     let (status, message) = status_of(headers, body, trailers)?;
     if status == UNIMPLEMENTED {
-        return Ok(Heard::Unimplemented);
+        return Ok(ReflectionAnswer::Unimplemented);
     }
     if status != 0 {
         return Err(format!("reflection answered {}: {message}", status_name(status)));
@@ -209,7 +209,7 @@ pub(super) fn read_answer(answer: ReflectionCallEnd<'_>) -> Result<Heard, String
             None => return Err("a reflection answer with neither files nor an error".into()),
         }
     }
-    Ok(Heard::Files(files))
+    Ok(ReflectionAnswer::Files(files))
 }
 
 fn answered_file(bytes: &[u8]) -> Result<ReceivedFile, String> {

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use super::reply::Heard;
+use super::reply::CallControl;
 use super::reply::RpcResponse;
 use super::tasks::{Purpose, POLLS};
 use super::tool_result::ToolResult;
@@ -21,14 +21,14 @@ use crate::config::FailureMode;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallResponse};
 use crate::grpc::status::{CANCELLED, DEADLINE_EXCEEDED};
 use crate::grpc::timeout as grpc_timeout;
-use crate::http::{HeaderCopy, HttpResponse, Refusal};
+use crate::http::{retry_after_ms, HeaderCopy, HttpResponse, Refusal};
 use crate::jsonrpc::{RpcError, RATE_LIMITED};
 use crate::observe::Observations;
 use crate::quota::bucket::Take;
 use crate::quota::callers;
 use crate::quota::counters::Contended;
 use crate::quota::rls::{verdict, Verdict, RATE_LIMIT_SERVICE, SHOULD_RATE_LIMIT, SHOULD_RATE_LIMIT_PATH};
-use crate::quota::{millis, Limited, DEFAULT_RETRY_AFTER};
+use crate::quota::{Limited, DEFAULT_RETRY_AFTER};
 use crate::upstream::{RateLimitCheck, Redirect, UpstreamCall};
 use serde_json::json;
 
@@ -175,7 +175,7 @@ impl Server {
     /// retry, with the time in `_meta`.
     fn rate_limited(&self, reply: &mut Reply, call: &UpstreamCall, limited: &Limited, observed: &mut Observations) {
         observed.rate_limited(&call.tool);
-        let result = ToolResult::error(&limited.message).retry_after(millis(limited.retry_after));
+        let result = ToolResult::error(&limited.message).retry_after(retry_after_ms(limited.retry_after));
         reply.fill(call.slot, self.tool_result(call.era, &call.request_id, &result));
     }
 
@@ -219,7 +219,7 @@ impl Server {
                     message: format!(
                         "Rate limited: the rate limit service (cluster {:?}) did not answer ({why}), and limits.rate_limit_service.failure_mode is \"deny\"; retry after {} ms. The call was not sent.",
                         service.cluster,
-                        millis(DEFAULT_RETRY_AFTER)
+                        retry_after_ms(DEFAULT_RETRY_AFTER)
                     ),
                     retry_after: DEFAULT_RETRY_AFTER,
                 };
@@ -232,7 +232,7 @@ impl Server {
                         "Rate limited: the rate limit service says {} is over its limit for this caller{}; retry after {} ms. The call was not sent.",
                         call.tool.name,
                         limit.map(|limit| format!(" ({limit})")).unwrap_or_default(),
-                        millis(retry_after)
+                        retry_after_ms(retry_after)
                     ),
                     retry_after,
                 };
@@ -249,7 +249,7 @@ impl Server {
                         message: format!(
                             "Too Many Requests: the rate limit service says this caller is over its limit across every tool{}; retry after {} ms",
                             limit.map(|limit| format!(" ({limit})")).unwrap_or_default(),
-                            millis(retry_after)
+                            retry_after_ms(retry_after)
                         ),
                         retry_after,
                     });
@@ -260,13 +260,13 @@ impl Server {
 
     /// Adds a part of the answer to the call under `token`; whether the host is to stop the
     /// call now (a stream of answers reached a bound).
-    pub fn heard(&self, reply: &mut Reply, token: u64, part: CallPart<'_>) -> Heard {
+    pub fn heard(&self, reply: &mut Reply, token: u64, part: CallPart<'_>) -> CallControl {
         reply.heard(token, part)
     }
 
     /// A stream message of `size` bytes has come on the call under `token`, not yet read:
     /// whether the host is to stop the call instead of reading it (it would pass the bound).
-    pub fn admits_message(&self, reply: &mut Reply, token: u64, size: usize) -> Heard {
+    pub fn admits_message(&self, reply: &mut Reply, token: u64, size: usize) -> CallControl {
         reply.admits_message(token, size)
     }
 
@@ -356,13 +356,10 @@ impl Server {
     }
 }
 
-/// How much earlier than the deadline, by the host's clock, a call that the host's timer cut
-/// off may seem to end. As the timings of a failing run read (not checked in Envoy's source),
-/// Envoy sets a timer from its event loop's time, read when the loop woke, before the work of
-/// that turn (the filter's own included), so the timer can fire up to one turn early by a clock
-/// read at the call's start: 5 ms was too little in the Wasm build (`test_call_paths.py`, two
-/// deadlines, about one run in eight).
-/// A reset this close to the deadline is reported as the deadline.
+/// How much earlier than the deadline, by the host's clock, a call cut off by the host's timer
+/// may seem to end: Envoy arms a timer from its event loop's time, read when the loop woke, so it
+/// can fire up to one turn of the loop early by a clock read during that turn. A reset this
+/// close to the deadline is reported as the deadline.
 const CLOCK_SLACK: Duration = Duration::from_millis(50);
 
 /// A call that ended without a whole answer once its deadline had passed was cut off by the
@@ -422,7 +419,7 @@ impl Server {
                  (tasks.max_polls_per_second, tasks.poll_burst); poll again after {} ms",
                 polls.per_second,
                 polls.burst,
-                millis(retry_after)
+                retry_after_ms(retry_after)
             ),
             retry_after,
         };
@@ -433,7 +430,7 @@ impl Server {
             }
             true => {
                 let error = RpcError::new(&call.request_id, RATE_LIMITED, limited.message)
-                    .with_data(json!({"retryAfterMs": millis(retry_after)}));
+                    .with_data(json!({"retryAfterMs": retry_after_ms(retry_after)}));
                 reply.fill(call.slot, RpcResponse::error(call.era, &error));
             }
         }

@@ -217,7 +217,8 @@ impl Server {
         &self.catalog
     }
 
-    pub fn limits(&self) -> &Limits {
+    #[cfg(test)]
+    pub(crate) fn limits(&self) -> &Limits {
         &self.limits
     }
 

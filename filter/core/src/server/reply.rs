@@ -156,7 +156,7 @@ impl Progress {
 
 /// What a host is to do after handing over part of a call's answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Heard {
+pub struct CallControl {
     /// A stream of answers reached a bound: cancel the upstream stream now, and say the call
     /// ended ([`Server::call_ended`](super::Server::call_ended)).
     pub stop: bool,
@@ -300,9 +300,9 @@ impl Reply {
     /// progress notification per stream message it completed when the answer is an SSE stream.
     /// The notifications are part of the answer: their bytes count against the stream's bound
     /// (`limits.max_response_bytes`), which stops the stream where they would pass it.
-    pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>) -> Heard {
+    pub(crate) fn heard(&mut self, token: u64, part: CallPart<'_>) -> CallControl {
         let Some(out) = self.out.iter_mut().find(|out| out.token == token) else {
-            return Heard { stop: false };
+            return CallControl { stop: false };
         };
         let completed = out.response.add(part, self.max_response_bytes);
         if let Some(progress) = &mut self.progress {
@@ -315,16 +315,16 @@ impl Reply {
             }
         }
         let stop = out.response.stream().is_some_and(|stream| stream.is_done());
-        Heard { stop }
+        CallControl { stop }
     }
 
     /// Whether the call under `token` would keep a stream message of `size` bytes that the host
     /// has not read yet: if not, the stream stops unread (`stop`), as it would have once read.
-    pub(crate) fn admits_message(&mut self, token: u64, size: usize) -> Heard {
+    pub(crate) fn admits_message(&mut self, token: u64, size: usize) -> CallControl {
         let Some(out) = self.out.iter_mut().find(|out| out.token == token) else {
-            return Heard { stop: false };
+            return CallControl { stop: false };
         };
-        Heard {
+        CallControl {
             stop: !out.response.admits_message(size),
         }
     }
@@ -370,11 +370,6 @@ impl Reply {
     pub(crate) fn take_all_out(&mut self) -> Vec<(u64, UpstreamCall)> {
         self.waiting.clear();
         self.out.drain(..).map(|out| (out.token, out.call)).collect()
-    }
-
-    /// Whether the POST was a JSON-RPC batch.
-    pub fn is_batch(&self) -> bool {
-        self.batch
     }
 
     /// Whether every response is there: no call waits to start or is out.

@@ -11,9 +11,10 @@ use super::Server;
 use crate::catalog::Tool;
 use crate::grpc::call_end::CallEnd;
 use crate::grpc::status::{INTERNAL, OK, RESOURCE_EXHAUSTED};
+use crate::grpc::stream::{EndReason, StreamCollector};
 use crate::observe::Observations;
 use crate::proto_json::render::{render, RenderError};
-use crate::streams::{EndReason, StreamCollector, END, MESSAGES};
+use crate::streams::{END, MESSAGES};
 use crate::upstream::UpstreamCall;
 
 impl Server {

@@ -12,7 +12,6 @@ pub mod operation;
 pub(crate) mod step;
 pub mod task_id;
 
-use base64::Engine;
 use prost_reflect::{MessageDescriptor, MethodDescriptor, Value as ProtoValue};
 use serde_json::{json, Map, Value};
 
@@ -31,16 +30,6 @@ pub const OPERATIONS_SERVICE: &str = "google.longrunning.Operations";
 const OPERATION_INFO: &str = "google.longrunning.operation_info";
 /// Milliseconds since the Unix epoch.
 pub type EpochMs = u64;
-
-/// The bytes of a configured key: base64, standard or URL-safe, padded or not.
-pub fn decode_key(text: &str) -> Result<Vec<u8>, String> {
-    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
-    let text = text.trim();
-    [STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD]
-        .iter()
-        .find_map(|engine| engine.decode(text).ok())
-        .ok_or_else(|| "not base64".to_owned())
-}
 
 /// The message types of the operation a task tool's method starts.
 #[derive(Debug, Clone)]
@@ -215,18 +204,6 @@ pub fn wall_clock_ms() -> EpochMs {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn keys_are_read_in_every_base64_spelling() {
-        let bytes: Vec<u8> = (0..32).map(|byte| byte * 7).collect();
-        for engine in [
-            base64::engine::general_purpose::STANDARD,
-            base64::engine::general_purpose::URL_SAFE_NO_PAD,
-        ] {
-            assert_eq!(decode_key(&engine.encode(&bytes)).unwrap(), bytes);
-        }
-        assert!(decode_key("not base64!").is_err());
-    }
 
     #[test]
     fn times_are_rfc_3339_in_utc() {

@@ -21,6 +21,8 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
 
+use crate::tool_name;
+
 /// What a task id says, once checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TaskId {
@@ -67,12 +69,11 @@ const VERSION: u8 = 1;
 const CONTEXT: &[u8] = b"switchblade task id\0";
 pub const CALLER_DIGEST_BYTES: usize = 16;
 const MAC_BYTES: usize = 32;
-pub const MAX_TOOL_BYTES: usize = crate::catalog::MAX_TOOL_NAME_LEN;
 /// An operation name past this is not put in a task id (nor a header that carries one).
 pub const MAX_OPERATION_BYTES: usize = 1024;
 /// The longest id this gateway writes, in characters of base64url.
 pub const MAX_TASK_ID_CHARS: usize =
-    (1 + 8 + CALLER_DIGEST_BYTES + 1 + MAX_TOOL_BYTES + 2 + MAX_OPERATION_BYTES + MAC_BYTES).div_ceil(3) * 4;
+    (1 + 8 + CALLER_DIGEST_BYTES + 1 + tool_name::MAX_LEN + 2 + MAX_OPERATION_BYTES + MAC_BYTES).div_ceil(3) * 4;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -171,7 +172,7 @@ pub fn parse(id: &str) -> Result<TaskId, TaskRefusal> {
     let created_ms = u64::from_be_bytes(reader.array()?);
     let caller = reader.array::<CALLER_DIGEST_BYTES>()?;
     let tool_len = usize::from(reader.take(1)?[0]);
-    let tool = reader.text(tool_len, MAX_TOOL_BYTES)?;
+    let tool = reader.text(tool_len, tool_name::MAX_LEN)?;
     let operation_len = usize::from(u16::from_be_bytes(reader.array()?));
     let operation = reader.text(operation_len, MAX_OPERATION_BYTES)?;
     reader.take(MAC_BYTES)?;
@@ -190,8 +191,8 @@ pub fn parse(id: &str) -> Result<TaskId, TaskRefusal> {
 fn body(task: &TaskId) -> Result<Vec<u8>, String> {
     let tool = task.tool.as_bytes();
     let operation = task.operation.as_bytes();
-    if tool.is_empty() || tool.len() > MAX_TOOL_BYTES {
-        return Err(format!("the tool name is not 1 to {MAX_TOOL_BYTES} bytes"));
+    if tool.is_empty() || tool.len() > tool_name::MAX_LEN {
+        return Err(format!("the tool name is not 1 to {} bytes", tool_name::MAX_LEN));
     }
     if operation.is_empty() || operation.len() > MAX_OPERATION_BYTES {
         return Err(format!(
@@ -310,7 +311,7 @@ mod tests {
         assert!(ring(1).sign(&long).is_err());
         let longest = TaskId {
             operation: "o".repeat(MAX_OPERATION_BYTES),
-            tool: "t".repeat(MAX_TOOL_BYTES),
+            tool: "t".repeat(tool_name::MAX_LEN),
             ..task(b"")
         };
         let id = ring(1).sign(&longest).unwrap();

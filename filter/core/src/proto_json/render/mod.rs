@@ -34,7 +34,7 @@ const INLINE_OCCURRENCES: usize = 16;
 /// A message's field occurrences, in wire order (see [`index`]).
 pub(super) type Occurrences<'a> = SmallVec<[Occurrence<'a>; INLINE_OCCURRENCES]>;
 
-/// Why an upstream answer could not be rendered.
+/// RenderError an upstream answer could not be rendered.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RenderError {
     /// The bytes are not a valid message of the type, and why.
@@ -53,9 +53,9 @@ pub fn render(plan: &RenderPlan, bytes: &[u8], limit: usize) -> Result<String, R
         .root()
         .and_then(|root| write_message(&mut out, plan, root, bytes, level))
         .and_then(|()| level.check(&out));
-    written.map_err(|why| match why {
-        Why::Invalid(why) => RenderError::Invalid(format!("not a valid {}: {why}", plan.root_name())),
-        Why::TooLarge => RenderError::TooLarge { limit },
+    written.map_err(|error| match error {
+        RenderError::Invalid(why) => RenderError::Invalid(format!("not a valid {}: {why}", plan.root_name())),
+        RenderError::TooLarge { .. } => RenderError::TooLarge { limit },
     })?;
     Ok(out)
 }
@@ -144,10 +144,10 @@ impl RenderPlan {
     }
 
     /// The root type's plan: always there, since [`RenderPlan::new`] starts with it.
-    fn root(&self) -> Result<&MessagePlan, Why> {
+    fn root(&self) -> Result<&MessagePlan, RenderError> {
         self.messages
             .first()
-            .ok_or_else(|| Why::from("a render plan has no message"))
+            .ok_or_else(|| RenderError::from("a render plan has no message"))
     }
 
     fn root_name(&self) -> &str {
@@ -192,22 +192,17 @@ impl FieldPlan {
     }
 }
 
-/// Why rendering stopped.
-#[derive(Debug)]
-pub(super) enum Why {
-    Invalid(String),
-    TooLarge,
-}
-
-impl From<String> for Why {
+// What stops rendering inside the answer converts to `RenderError::Invalid`, and the answer's
+// type is named once, at the top ([`render`]).
+impl From<String> for RenderError {
     fn from(why: String) -> Self {
-        Why::Invalid(why)
+        RenderError::Invalid(why)
     }
 }
 
-impl From<&str> for Why {
+impl From<&str> for RenderError {
     fn from(why: &str) -> Self {
-        Why::Invalid(why.to_owned())
+        RenderError::Invalid(why.to_owned())
     }
 }
 
@@ -246,9 +241,9 @@ impl Level {
     }
 
     /// Stops once `out` has grown past the limit.
-    pub(super) fn check(self, out: &str) -> Result<(), Why> {
+    pub(super) fn check(self, out: &str) -> Result<(), RenderError> {
         if out.len() > self.limit {
-            return Err(Why::TooLarge);
+            return Err(RenderError::TooLarge { limit: self.limit });
         }
         Ok(())
     }
@@ -267,7 +262,7 @@ fn write_message(
     message: &MessagePlan,
     bytes: &[u8],
     level: Level,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     if level.depth > MAX_DEPTH {
         return Err(format!("messages are nested more than {MAX_DEPTH} deep").into());
     }
@@ -327,7 +322,7 @@ fn write_message(
 }
 
 /// Every field occurrence of a message, in wire order.
-pub(super) fn index(bytes: &[u8]) -> Result<Occurrences<'_>, Why> {
+pub(super) fn index(bytes: &[u8]) -> Result<Occurrences<'_>, RenderError> {
     let mut reader = Reader::new(bytes);
     let mut fields = Occurrences::new();
     while let Some(field) = reader.field().map_err(str::to_owned)? {
@@ -366,7 +361,7 @@ fn write_singular(
     occurrences: &[Occurrence<'_>],
     last: &Occurrence<'_>,
     level: Level,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     let Some(message) = plan.nested(field) else {
         return write_scalar(out, &field.field, &field.kind, last.value);
     };
@@ -388,7 +383,7 @@ fn write_singular(
     write_message(out, plan, message, &merged, level.deeper())
 }
 
-fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'a [u8], Why> {
+fn message_bytes<'a>(field: &FieldDescriptor, value: WireValue<'a>) -> Result<&'a [u8], RenderError> {
     match value {
         WireValue::Len(bytes) | WireValue::Group(bytes) => Ok(bytes),
         _ => Err(wrong_wire_type(field)),
@@ -401,7 +396,7 @@ fn write_list(
     field: &FieldPlan,
     occurrences: &[Occurrence<'_>],
     level: Level,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     let (kind, descriptor) = (&field.kind, &field.field);
     out.push('[');
     let mut first = true;
@@ -443,8 +438,8 @@ fn write_list(
     Ok(())
 }
 
-fn take<const N: usize>(reader: &mut Reader<'_>) -> Result<[u8; N], Why> {
-    reader.fixed::<N>().map_err(Why::from)
+fn take<const N: usize>(reader: &mut Reader<'_>) -> Result<[u8; N], RenderError> {
+    reader.fixed::<N>().map_err(RenderError::from)
 }
 
 fn write_map(
@@ -453,7 +448,7 @@ fn write_map(
     field: &FieldPlan,
     occurrences: &[Occurrence<'_>],
     level: Level,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     let entry = plan.nested(field).ok_or_else(|| wrong_wire_type(&field.field))?;
     let (Some(key_field), Some(value_field)) = (entry.entry_field(1), entry.entry_field(2)) else {
         return Err(format!("map field {} has no key or no value", field.field.name()).into());
@@ -541,7 +536,7 @@ fn each_key_once<T: Copy>(mut entries: Vec<(String, T)>) -> Vec<(String, T)> {
     entries
 }
 
-pub(super) fn wrong_wire_type(field: &FieldDescriptor) -> Why {
+pub(super) fn wrong_wire_type(field: &FieldDescriptor) -> RenderError {
     format!("field {} has the wrong wire type", field.name()).into()
 }
 

@@ -4,7 +4,7 @@
 use base64::Engine;
 use prost_reflect::{FieldDescriptor, Kind, Value as ProtoValue};
 
-use super::{wrong_wire_type, Why};
+use super::{wrong_wire_type, RenderError};
 use crate::proto_json::wire::{unzigzag32, unzigzag64, WireValue};
 
 /// A scalar value of `kind` (a field's, or a list element's) as its JSON form.
@@ -13,7 +13,7 @@ pub(super) fn write_scalar(
     field: &FieldDescriptor,
     kind: &Kind,
     value: WireValue<'_>,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     match (kind, value) {
         (Kind::Int32, WireValue::Varint(v)) => push_integer(out, v as i32),
         (Kind::Sint32, WireValue::Varint(v)) => push_integer(out, unzigzag32(v)),

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use prost_reflect::MessageDescriptor;
 
 use super::scalar::{write_default, write_float, write_scalar, write_string};
-use super::{index, write_message, Level, Occurrence, RenderPlan, Why, MAX_DEPTH};
+use super::{index, write_message, Level, Occurrence, RenderError, RenderPlan, MAX_DEPTH};
 use crate::proto_json::time::{write_duration, write_timestamp};
 use crate::proto_json::wire::{Reader, WireValue};
 use crate::proto_json::WellKnown;
@@ -17,7 +17,7 @@ pub(super) fn write_well_known(
     message: &MessageDescriptor,
     bytes: &[u8],
     level: Level,
-) -> Result<(), Why> {
+) -> Result<(), RenderError> {
     let fields = index(bytes)?;
     let last = |number: u32| {
         fields
@@ -29,7 +29,7 @@ pub(super) fn write_well_known(
     let varint = |number: u32| match last(number) {
         None => Ok(0),
         Some(WireValue::Varint(value)) => Ok(value),
-        Some(_) => Err(Why::from(format!(
+        Some(_) => Err(RenderError::from(format!(
             "field {number} of {} has the wrong wire type",
             message.full_name()
         ))),
@@ -74,7 +74,7 @@ pub(super) fn write_well_known(
 }
 
 /// `Struct`, `ListValue` and `Value`: the JSON they hold.
-fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], level: Level) -> Result<(), Why> {
+fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], level: Level) -> Result<(), RenderError> {
     if level.depth() > MAX_DEPTH {
         return Err(format!("values are nested more than {MAX_DEPTH} deep").into());
     }
@@ -152,7 +152,7 @@ fn write_json(out: &mut String, well_known: &WellKnown, bytes: &[u8], level: Lev
     Ok(())
 }
 
-fn len(value: WireValue<'_>) -> Result<&[u8], Why> {
+fn len(value: WireValue<'_>) -> Result<&[u8], RenderError> {
     match value {
         WireValue::Len(bytes) => Ok(bytes),
         _ => Err("a Struct, ListValue or Value has the wrong wire type".into()),
@@ -160,7 +160,12 @@ fn len(value: WireValue<'_>) -> Result<&[u8], Why> {
 }
 
 /// `Any`: `@type`, then the message's fields (or `value`, for a well-known type).
-fn write_any(out: &mut String, any: &MessageDescriptor, fields: &[Occurrence<'_>], level: Level) -> Result<(), Why> {
+fn write_any(
+    out: &mut String,
+    any: &MessageDescriptor,
+    fields: &[Occurrence<'_>],
+    level: Level,
+) -> Result<(), RenderError> {
     let part = |number: u32| {
         fields
             .iter()

@@ -31,7 +31,7 @@ use crate::quota::bucket::Bucket;
 use crate::quota::callers::Places;
 use crate::tasks::operation::name_request;
 use crate::tasks::task_id::{KeyRing, TaskId, TaskRefusal};
-use crate::tasks::{decode_key, iso_time, wall_clock_ms, OPERATIONS_SERVICE, TASKS_EXTENSION, TASKS_VERSION};
+use crate::tasks::{iso_time, wall_clock_ms, OPERATIONS_SERVICE, TASKS_EXTENSION, TASKS_VERSION};
 use crate::upstream::{Redirect, UpstreamCall};
 
 /// A configuration's tasks: its keys and timings.
@@ -63,7 +63,7 @@ pub(super) const POLLS: &str = "task-polls";
 
 impl TaskSettings {
     pub(crate) fn new(config: &TasksConfig, max_callers: u32, catalog: &Catalog) -> Self {
-        let configured: Vec<Vec<u8>> = config.keys.iter().filter_map(|key| decode_key(key).ok()).collect();
+        let configured = config.decoded_keys();
         let keys = match (configured.is_empty(), &config.process_key) {
             (false, _) => KeyRing::new(configured),
             (true, Some(key)) => KeyRing::new(vec![key.0.to_vec()]),
