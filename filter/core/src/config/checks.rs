@@ -2,8 +2,7 @@
 //! at fault and what to write instead.
 
 use super::{
-    ConfigError, Exposure, PluginConfig, ServiceConfig, TasksConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MAX_TASK_KEYS,
-    MIN_REFLECTION_INTERVAL_MS, MIN_TASK_KEY_BYTES,
+    ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MIN_REFLECTION_INTERVAL_MS,
 };
 
 /// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
@@ -214,50 +213,4 @@ pub fn parse_selector(selector: &str) -> Option<(&str, &str)> {
                 .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.')
     };
     (valid(service) && valid(method) && !method.contains('.')).then_some((service, method))
-}
-
-impl TasksConfig {
-    fn check(&self) -> Result<(), ConfigError> {
-        for (key, value) in [
-            ("poll_interval_ms", self.poll_interval_ms),
-            ("ttl_ms", self.ttl_ms),
-            ("wait_poll_interval_ms", self.wait_poll_interval_ms),
-            (
-                "max_polls_per_second",
-                u64::from(self.max_polls_per_second.unwrap_or(1)),
-            ),
-            ("poll_burst", u64::from(self.poll_burst.unwrap_or(1))),
-        ] {
-            if value == 0 {
-                return Err(ConfigError(format!("at `tasks.{key}`: must be greater than 0")));
-            }
-        }
-        if f64::from(self.polls_per_second()) > crate::config::quota::MAX_REQUESTS_PER_SECOND {
-            return Err(ConfigError(format!(
-                "at `tasks.max_polls_per_second`: {} is more than {}",
-                self.polls_per_second(),
-                crate::config::quota::MAX_REQUESTS_PER_SECOND
-            )));
-        }
-        if self.keys.len() > MAX_TASK_KEYS {
-            return Err(ConfigError(format!(
-                "at `tasks.keys`: {} keys; at most {MAX_TASK_KEYS} are taken (the one that signs, and the one it replaces while it is rotated out)",
-                self.keys.len()
-            )));
-        }
-        for (index, key) in self.keys.iter().enumerate() {
-            let length = super::decode_key(key).map_err(|problem| {
-                ConfigError(format!(
-                    "at `tasks.keys[{index}]`: {problem}; write {MIN_TASK_KEY_BYTES} random bytes or more in base64 (`head -c 32 /dev/urandom | base64`)"
-                ))
-            })?;
-            if length.len() < MIN_TASK_KEY_BYTES {
-                return Err(ConfigError(format!(
-                    "at `tasks.keys[{index}]`: {} bytes; a key takes at least {MIN_TASK_KEY_BYTES} (`head -c 32 /dev/urandom | base64`)",
-                    length.len()
-                )));
-            }
-        }
-        Ok(())
-    }
 }

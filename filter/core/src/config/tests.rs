@@ -265,16 +265,3 @@ fn a_tasks_poll_bound_follows_its_intervals_unless_set() {
         assert_eq!(error, expected);
     }
 }
-
-#[test]
-fn task_keys_are_read_in_every_base64_spelling() {
-    use base64::Engine;
-    let bytes: Vec<u8> = (0..32).map(|byte| byte * 7).collect();
-    for engine in [
-        base64::engine::general_purpose::STANDARD,
-        base64::engine::general_purpose::URL_SAFE_NO_PAD,
-    ] {
-        assert_eq!(decode_key(&engine.encode(&bytes)).unwrap(), bytes);
-    }
-    assert!(decode_key("not base64!").is_err());
-}
