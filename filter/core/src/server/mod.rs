@@ -15,7 +15,9 @@
 
 pub mod calls;
 pub mod methods;
+mod progress;
 pub mod reply;
+mod rpc_response;
 mod stream_result;
 pub(crate) mod tasks;
 pub mod tool_call;

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::time::Duration;
 
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::config::Limits;
 use crate::eras::{Era, BATCH_VERSION, MODERN_VERSION};
@@ -19,47 +19,8 @@ use crate::quota::Limited;
 use crate::streams::CallKind;
 use crate::upstream::UpstreamCall;
 
-/// One JSON-RPC response, ready to send, and the HTTP status it asks for when alone.
-#[derive(Debug)]
-pub(crate) struct RpcResponse {
-    pub(crate) id: Value,
-    pub(crate) status: u16,
-    pub(crate) body: Vec<u8>,
-    /// The session id an `initialize` answer hands its client (`Mcp-Session-Id`).
-    pub(crate) session_id: Option<String>,
-}
-
-impl RpcResponse {
-    /// A success whose result is already JSON text.
-    pub(crate) fn raw(id: &Value, result_json: &str) -> RpcResponse {
-        RpcResponse {
-            id: id.clone(),
-            status: 200,
-            body: jsonrpc::success_raw(id, result_json),
-            session_id: None,
-        }
-    }
-
-    /// A success whose result `write_result` writes straight into the body (see
-    /// [`jsonrpc::success_written`]).
-    pub(crate) fn written(id: &Value, result_len: usize, write_result: impl FnOnce(&mut String)) -> RpcResponse {
-        RpcResponse {
-            id: id.clone(),
-            status: 200,
-            body: jsonrpc::success_written(id, result_len, write_result),
-            session_id: None,
-        }
-    }
-
-    pub(crate) fn error(era: Era, error: &RpcError) -> RpcResponse {
-        RpcResponse {
-            id: error.id.clone(),
-            status: era.error_status(error.code),
-            body: jsonrpc::encode(&error.to_value()),
-            session_id: None,
-        }
-    }
-}
+use super::progress::{push_event, Progress};
+pub(crate) use super::rpc_response::RpcResponse;
 
 /// One call out: the host's token for it, and what has come back so far.
 #[derive(Debug)]
@@ -117,41 +78,6 @@ pub(super) struct Admission {
     /// Calls the rate limit service let go, held until every check of the reply has ended:
     /// one over the caller's limit across every tool refuses the whole request.
     pub(super) checked: Vec<UpstreamCall>,
-}
-
-/// The progress notifications of a call whose answer is an SSE stream: one per message
-/// gathered, then the result.
-#[derive(Debug)]
-struct Progress {
-    token: Value,
-    /// Messages gathered so far.
-    count: usize,
-    /// Events not yet handed to the host.
-    events: Vec<u8>,
-    /// The host has sent events already, so the answer's head with them.
-    streamed: bool,
-}
-
-impl Progress {
-    /// The notification of the next message gathered, as an SSE event.
-    fn next_event(&mut self) -> Vec<u8> {
-        self.count += 1;
-        let notification = json!({
-            "jsonrpc": "2.0",
-            "method": "notifications/progress",
-            "params": {
-                "progressToken": self.token,
-                "progress": self.count,
-                "message": match self.count {
-                    1 => "1 message received".to_owned(),
-                    count => format!("{count} messages received"),
-                },
-            },
-        });
-        let mut event = Vec::new();
-        push_event(&mut event, &jsonrpc::encode(&notification));
-        event
-    }
 }
 
 /// What a host is to do after handing over part of a call's answer.
@@ -506,13 +432,6 @@ impl Reply {
         }
         HttpResponse::json(200, body)
     }
-}
-
-/// One SSE event that carries a JSON-RPC message.
-fn push_event(events: &mut Vec<u8>, message: &[u8]) {
-    events.extend_from_slice(b"event: message\ndata: ");
-    events.extend_from_slice(message);
-    events.extend_from_slice(b"\n\n");
 }
 
 /// Batches are a 2025-03-26 feature, never empty, and at most `max` messages long.
