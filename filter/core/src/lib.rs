@@ -3,7 +3,7 @@
 //! protocol eras, checks and transcodes tool arguments, and turns upstream gRPC replies into
 //! tool results. A host (the proxy-wasm filter in `filter/wasm`, the dynamic module in
 //! `filter/module`) moves bytes between Envoy and [`server::Server`], and makes the calls the
-//! server asks for. Where to edit what: the README's "How it works".
+//! server asks for. Where to edit what: docs/architecture.md.
 
 pub mod access;
 pub mod cancel;
