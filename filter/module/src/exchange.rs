@@ -11,19 +11,17 @@
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::access::Caller;
-use switchblade_core::cancel::{CancelKey, CANCELLED_COMMENT};
-use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::cancel::CANCELLED_COMMENT;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{header_text, is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::server::{Outcome, Reply, Server};
 use switchblade_core::upstream::UpstreamCall;
 
 use crate::clock::now;
 use crate::config::{Config, ServerRef};
 use crate::heard::Heard;
-use crate::host::{Alarm, Body, HeaderMap, StreamHost};
+use crate::host::{Alarm, Body, Facts, HeaderMap, StreamHost};
 
 /// The routed call's token in its reply: it is the request itself, not a stream of its own.
 const ROUTED: u64 = 0;
@@ -247,25 +245,9 @@ impl Exchange {
         held: HeldBody,
     ) -> Verdict {
         let server = self.server();
-        // Envoy 1.40's module ABI reads only top-level metadata values, so the token payload
-        // comes through filter state (the configuration check refuses a metadata source).
-        let token_payload = match server.access().map(|policy| policy.source()) {
-            Some(TokenPayloadSource::FilterState(key)) => host.filter_state(key),
-            _ => None,
-        };
-        let caller = match server.access() {
-            None => Caller::Anyone,
-            Some(_) => server.caller(token_payload.as_deref()),
-        };
-        let address = server.reads_client_address().then(|| host.client_address()).flatten();
-        let request = McpRequest {
-            headers,
-            body,
-            caller: &caller,
-            client_address: address.as_deref(),
-            counters: Some(self.config.counters()),
-        };
-        let cancel_key = |request_id| CancelKey::new(headers, token_payload.as_deref(), request_id);
+        let origin = server.origin(&Facts(host));
+        let cancel_key = |request_id| origin.cancel_key(headers, request_id);
+        let request = origin.request(headers, body, Some(self.config.counters()));
         let outcome = server.handle(request, &mut self.observed.borrow_mut());
         let mut reply = match outcome {
             Outcome::Respond(response) => return self.answer(host, &response),

@@ -5,8 +5,10 @@
 use std::any::Any;
 use std::time::Instant;
 
+use switchblade_core::config::TokenPayloadSource;
 use switchblade_core::http::HeaderCopy;
 use switchblade_core::observe::MetricKind;
+use switchblade_core::server::RequestFacts;
 
 /// Which header map a call acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,24 @@ pub trait StreamHost {
     fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm>;
     /// Wakes the streams listening for `cancel_key`; how many.
     fn cancel_listeners(&self, cancel_key: &str) -> usize;
+}
+
+/// What the core asks of a request beyond its headers and body, from its stream.
+pub struct Facts<'a, H>(pub &'a H);
+
+impl<H: StreamHost> RequestFacts for Facts<'_, H> {
+    /// Envoy 1.40's module ABI reads only top-level metadata values, so the token payload comes
+    /// through filter state (the configuration check refuses a metadata source).
+    fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
+        match source {
+            TokenPayloadSource::FilterState(key) => self.0.filter_state(key),
+            TokenPayloadSource::Metadata { .. } => None,
+        }
+    }
+
+    fn client_address(&self) -> Option<String> {
+        self.0.client_address()
+    }
 }
 
 /// What a configuration needs of Envoy while it is made: its stats.

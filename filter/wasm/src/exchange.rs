@@ -16,21 +16,20 @@ use log::{error, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
-use switchblade_core::access::Caller;
 use switchblade_core::cancel::CancelKey;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::{is_mcp_path, HeaderCopy, HeaderPair, HttpResponse, McpHeaders};
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::Counters;
-use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
+use switchblade_core::server::{Outcome, Reply, Server};
 use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
 use crate::cancels;
 use crate::clock::{OpenStream, StreamClock, Wake};
 use crate::host_io::{
-    buffer, call_out, call_response, client_address, header_pairs, header_value, log_fields, map_bytes, now,
-    token_payload, HeaderMapBytes, SharedData,
+    buffer, call_out, call_response, header_pairs, header_value, log_fields, map_bytes, now, Facts, HeaderMapBytes,
+    SharedData,
 };
 use crate::stats::Stats;
 
@@ -268,20 +267,9 @@ impl Exchange {
 
 impl Inner {
     fn handle(&mut self, headers: &McpHeaders, body: &[u8], context_id: u32, weak: &Weak<RefCell<Inner>>) {
-        let token_payload = self.server.access().and_then(|policy| token_payload(policy.source()));
-        let caller = match self.server.access() {
-            None => Caller::Anyone,
-            Some(_) => self.server.caller(token_payload.as_deref()),
-        };
-        let address = self.server.reads_client_address().then(client_address).flatten();
-        let request = McpRequest {
-            headers,
-            body,
-            caller: &caller,
-            client_address: address.as_deref(),
-            counters: Some(&self.counters),
-        };
-        let cancel_key = |request_id| CancelKey::new(headers, token_payload.as_deref(), request_id);
+        let origin = self.server.origin(&Facts);
+        let cancel_key = |request_id| origin.cancel_key(headers, request_id);
+        let request = origin.request(headers, body, Some(&self.counters));
         match self.server.handle(request, &mut self.observed) {
             Outcome::Respond(response) => self.answer(&response),
             Outcome::Cancel { request_id, response } => {

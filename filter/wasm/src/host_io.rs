@@ -11,6 +11,7 @@ use switchblade_core::grpc::call_end::WholeCallResponse;
 use switchblade_core::http::{HeaderCopy, HeaderPair};
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::{Conflict, Expect, SharedCounters};
+use switchblade_core::server::RequestFacts;
 
 /// The host's clock, for the time a call is out.
 pub(crate) fn now() -> Duration {
@@ -72,17 +73,6 @@ pub(crate) fn buffer(buffer: BufferType, size: usize) -> Bytes {
         .unwrap_or_default()
 }
 
-/// The bytes where the verified token payload should be: the stream's dynamic metadata,
-/// serialized whole (`envoy.config.core.v3.Metadata`; the core picks the namespace and key),
-/// or a filter state object's value.
-pub(crate) fn token_payload(source: &TokenPayloadSource) -> Option<Vec<u8>> {
-    let path = match source {
-        TokenPayloadSource::Metadata { .. } => vec!["metadata"],
-        TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
-    };
-    hostcalls::get_property(path).ok().flatten()
-}
-
 /// The request's MCP facts as filter state `wasm.switchblade.<field>`, for the access log.
 pub(crate) fn log_fields(observed: &Observations) {
     for (key, value) in observed.log_entries() {
@@ -90,12 +80,6 @@ pub(crate) fn log_fields(observed: &Observations) {
             warn!("cannot set {key} for the access log: {status:?}");
         }
     }
-}
-
-/// The client's address, `source.address` (`127.0.0.1:54321`; the core cuts the port).
-pub(crate) fn client_address() -> Option<String> {
-    let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
-    String::from_utf8(bytes).ok()
 }
 
 /// A check-and-set value no entry has in practice (Envoy numbers versions from 1 up, one per
@@ -159,5 +143,27 @@ impl SharedCounters for SharedData {
             }
             Conflict
         })
+    }
+}
+
+/// What the core asks of the request beyond its headers and body, from the request's
+/// properties.
+pub(crate) struct Facts;
+
+impl RequestFacts for Facts {
+    /// The stream's dynamic metadata, serialized whole (`envoy.config.core.v3.Metadata`; the
+    /// core picks the namespace and key), or a filter state object's value.
+    fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
+        let path = match source {
+            TokenPayloadSource::Metadata { .. } => vec!["metadata"],
+            TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
+        };
+        hostcalls::get_property(path).ok().flatten()
+    }
+
+    /// `source.address` (`127.0.0.1:54321`; the core cuts the port).
+    fn client_address(&self) -> Option<String> {
+        let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
+        String::from_utf8(bytes).ok()
     }
 }

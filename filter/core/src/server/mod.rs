@@ -15,6 +15,7 @@
 
 pub mod calls;
 pub mod methods;
+mod origin;
 mod progress;
 pub mod reply;
 mod rpc_response;
@@ -41,6 +42,7 @@ use crate::quota::counters::Counters;
 use crate::quota::Quota;
 use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
+pub use origin::{Origin, RequestFacts};
 pub use reply::Reply;
 use reply::{refuse_batch, Admission, RpcResponse};
 use tool_call::argument_duplicate;
