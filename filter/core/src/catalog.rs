@@ -28,6 +28,12 @@ use crate::wrapped_root::object_root;
 /// have come, could only reset the stream), and the router's timeout stays as a backstop.
 const ROUTER_TIMEOUT_GRACE: Duration = Duration::from_secs(1);
 
+/// How much later than a stream's collection window its upstream is told the call's deadline
+/// is (`grpc-timeout`). The filter closes the window itself and cancels the stream; a server
+/// that keeps the deadline it is sent (etcd, any Go server) would otherwise end the stream
+/// with an error of its own at the instant the window closes, and win that race.
+const WINDOW_DEADLINE_GRACE: Duration = Duration::from_secs(1);
+
 /// One MCP tool backed by one gRPC method.
 #[derive(Debug)]
 pub struct Tool {
@@ -42,7 +48,8 @@ pub struct Tool {
     pub timeout: Duration,
     /// `/package.Service/Method`: the HTTP/2 path of a call.
     pub grpc_path: String,
-    /// The deadline as a `grpc-timeout` value, written once.
+    /// The deadline the upstream is sent, as a `grpc-timeout` value, written once: the tool's,
+    /// or for a stream of answers a little past its window ([`WINDOW_DEADLINE_GRACE`]).
     pub grpc_timeout: String,
     /// The router's timeout for a call the module routes, in milliseconds, written once: a
     /// little past the deadline ([`ROUTER_TIMEOUT_GRACE`]).
@@ -382,7 +389,7 @@ fn build_tool(
         cluster: config.cluster.clone(),
         timeout: Duration::from_millis(timeout_ms),
         grpc_path: format!("/{selector}"),
-        grpc_timeout: grpc::timeout(Duration::from_millis(timeout_ms)),
+        grpc_timeout: grpc::timeout(upstream_deadline(kind, Duration::from_millis(timeout_ms))),
         router_timeout_ms: (Duration::from_millis(timeout_ms) + ROUTER_TIMEOUT_GRACE)
             .as_millis()
             .to_string(),
@@ -405,6 +412,14 @@ fn build_tool(
             response_plan: OnceLock::new(),
         }),
     })
+}
+
+/// The deadline a call of `kind` with the tool's `timeout` sends its upstream.
+fn upstream_deadline(kind: CallKind, timeout: Duration) -> Duration {
+    match kind.receives_many() {
+        true => timeout + WINDOW_DEADLINE_GRACE,
+        false => timeout,
+    }
 }
 
 /// What a task tool's description adds, so that a model knows the call may come back as a task.

@@ -19,7 +19,7 @@ use super::{Reply, Server};
 use crate::cancel::CANCELLED_COMMENT;
 use crate::config::FailureMode;
 use crate::grpc::call_end::{call_end, too_large, CallEnd, CallPart, WholeCallResponse};
-use crate::grpc::status::{CANCELLED, DEADLINE_EXCEEDED};
+use crate::grpc::status::{CANCELLED, OK};
 use crate::grpc::timeout as grpc_timeout;
 use crate::http::{retry_after_ms, HeaderCopy, HttpResponse, Refusal};
 use crate::jsonrpc::{RpcError, RATE_LIMITED};
@@ -367,17 +367,16 @@ const CLOCK_SLACK: Duration = Duration::from_millis(50);
 /// One its upstream answered `CANCELLED` once the deadline had passed was cut off by the
 /// upstream's own timer, on the `grpc-timeout` it was sent (tonic's servers answer so), in a
 /// race with the host's: it is the deadline, as a gRPC client reports it. A stream of answers
-/// whose upstream ended it with `DEADLINE_EXCEEDED` once the deadline had passed kept that
-/// `grpc-timeout` too: its collection window closed, as the host's clock would have closed it.
+/// that its upstream ended with any error once its window had closed ended because the window
+/// closed, whatever the server calls it (`DEADLINE_EXCEEDED`; etcd's `UNKNOWN` "context deadline
+/// exceeded"), as the host's clock would have closed it.
 fn timed_out<'a>(call: &UpstreamCall, end: CallEnd<'a>, now: Duration) -> CallEnd<'a> {
     let out_for = call.upstream_time(now).unwrap_or_default();
     let past = out_for + CLOCK_SLACK >= call.timeout();
     match end {
         CallEnd::Reset if past => CallEnd::DeadlinePassed,
         CallEnd::Replied(grpc) if past && grpc.status == CANCELLED => CallEnd::DeadlinePassed,
-        CallEnd::Replied(grpc) if past && grpc.status == DEADLINE_EXCEEDED && call.kind().receives_many() => {
-            CallEnd::DeadlinePassed
-        }
+        CallEnd::Replied(grpc) if past && grpc.status != OK && call.kind().receives_many() => CallEnd::DeadlinePassed,
         end => end,
     }
 }

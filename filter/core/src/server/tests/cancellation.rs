@@ -139,8 +139,16 @@ fn a_cancelled_sse_answer_is_ended_by_the_host() {
 
 #[test]
 fn a_stream_its_upstream_ends_at_the_deadline_closed_its_window() {
-    // WatchItems' deadline is the default, 10 s; the upstream keeps the `grpc-timeout` it was sent.
-    for (ended_at_ms, deadline) in [(10_000, true), (9_000, false)] {
+    // WatchItems' window is the default, 10 s. At its end, whatever error the upstream ends the
+    // stream with is the window closing: DEADLINE_EXCEEDED from a server that keeps its
+    // deadline, UNKNOWN from etcd (its handler returns the context's error), CANCELLED from tonic.
+    for (ended_at_ms, status, message, deadline) in [
+        (10_000, "4", "", true),
+        (10_000, "2", "context deadline exceeded", true),
+        (9_960, "1", "Timeout expired", true),
+        (9_000, "4", "", false),
+        (9_000, "2", "context deadline exceeded", false),
+    ] {
         let server = streaming_server();
         let mut reply = awaiting(post(&server, &legacy("2025-11-25"), &watch(9, false)));
         server.start_calls(&mut reply, |_| Ok(1), Duration::ZERO, &mut Observations::default());
@@ -153,7 +161,10 @@ fn a_stream_its_upstream_ends_at_the_deadline_closed_its_window() {
         server.heard(
             &mut reply,
             1,
-            CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "4")])),
+            CallPart::Trailers(HeaderCopy::from_iter([
+                ("grpc-status", status),
+                ("grpc-message", message),
+            ])),
         );
         let now = Duration::from_millis(ended_at_ms);
         server.call_ended(&mut reply, 1, false, now, &mut Observations::default());
@@ -163,13 +174,32 @@ fn a_stream_its_upstream_ends_at_the_deadline_closed_its_window() {
             assert_eq!(result["isError"], false, "{result}");
             assert_eq!(
                 result["structuredContent"]["end"],
-                json!({"reason": "deadline", "count": 1})
+                json!({"reason": "deadline", "count": 1}),
+                "{status} at {ended_at_ms} ms"
             );
         } else {
             assert_eq!(
                 result["isError"], true,
-                "an upstream's own DEADLINE_EXCEEDED is an error: {result}"
+                "an upstream's own error before the window closes is an error: {result}"
             );
         }
+    }
+}
+
+#[test]
+fn a_stream_tells_its_upstream_a_deadline_past_its_window() {
+    // The filter closes the window; the upstream's own deadline comes a second later, so that a
+    // server keeping it does not end the stream first. A unary call sends the tool's deadline.
+    let server = streaming_server();
+    let get_item = r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
+    for (request, expected) in [(watch(9, false), "11000m"), (get_item.to_owned(), "10000m")] {
+        let mut reply = awaiting(post(&server, &legacy("2025-11-25"), &request));
+        let mut sent = Vec::new();
+        let start = |call: &UpstreamCall| {
+            sent.push(call.grpc_timeout().to_owned());
+            Ok(1)
+        };
+        server.start_calls(&mut reply, start, Duration::ZERO, &mut Observations::default());
+        assert_eq!(sent, [expected]);
     }
 }
