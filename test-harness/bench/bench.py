@@ -185,6 +185,20 @@ def run_system(system: System, upstream: Upstream, descriptors: str, options: ar
             envoy.stop()
 
 
+def run_system_retried(system: System, upstream: Upstream, descriptors: str, options: argparse.Namespace,
+                       round_: int, retried: list[str]) -> list[Run]:
+    """A system's round; one that fails to run (a process that does not start, a port taken
+    meanwhile, a load generator that fails) is run once more, and the failure is reported in
+    `retried`. A wrong answer is not retried: it stops the benchmark."""
+    try:
+        return run_system(system, upstream, descriptors, options, round_=round_)
+    except (OSError, RuntimeError, TimeoutError, subprocess.CalledProcessError) as failure:
+        what = f"({system.key}) round {round_}: {type(failure).__name__}: {failure}"
+        print(f"  {what}; running the round again", file=sys.stderr, flush=True)
+        retried.append(what)
+        return run_system(system, upstream, descriptors, options, round_=round_)
+
+
 def verify(runs: list[Run]) -> list[str]:
     """Every request counted must have succeeded and reached the upstream."""
     problems = []
@@ -209,6 +223,17 @@ def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, f
         if values.get(numerator) is not None and values.get(denominator):
             ratios.append(values[numerator] / values[denominator])
     return ratios
+
+
+def added(runs: list[Run], system: str, connections: int, field: str) -> list[float]:
+    """What `system` adds to the plain gRPC proxy's (b) figure, round by round, in µs."""
+    added_us = []
+    for round_ in sorted({run.round for run in runs}):
+        values = {run.system: getattr(run, field) for run in runs
+                  if run.connections == connections and run.round == round_}
+        if values.get(system) is not None and values.get("b") is not None:
+            added_us.append((values[system] - values["b"]) * 1000)
+    return added_us
 
 
 def median_and_spread(values: list[float], digits: int) -> str:
@@ -276,6 +301,27 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                ("q", "p"), ("r", "p"),
                # Rate limits that never trigger, against none (#26).
                ("k", "e"), ("l", "h")]
+
+
+# What each way of reaching the method from HTTP adds to a plain gRPC proxy's latency per call.
+ADDED_OVER_PROXY = ["c", "d", "e", "i", "h"]
+
+
+def added_latency_table(runs: list[Run], connections_list: list[int]) -> str:
+    """The latency each system adds per call to the plain gRPC proxy (b): its p50 and p99 minus
+    (b)'s in the same round, as medians over the rounds (lowest–highest)."""
+    present = {run.system for run in runs}
+    if "b" not in present:
+        return ""
+    titles = {key: system.title for key, system in SYSTEMS_BY_KEY.items()}
+    lines = ["| system | conns | p50 added, µs | p99 added, µs |", "|---|---:|---:|---:|"]
+    for system in ADDED_OVER_PROXY:
+        if system not in present:
+            continue
+        for connections in connections_list:
+            cells = [median_and_spread(added(runs, system, connections, field), 0) for field in ("p50_ms", "p99_ms")]
+            lines.append(f"| ({system}) {titles[system]} | {connections} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
@@ -407,6 +453,7 @@ def main() -> None:
     # The streaming systems' WatchItems: STREAM_MESSAGES events, unpaced, then OK.
     upstream.stream_mode(f"count={STREAM_MESSAGES}")
     runs: list[Run] = []
+    retried: list[str] = []
     scale_runs: list[Run] = []
     scale_table = ""
     try:
@@ -415,7 +462,7 @@ def main() -> None:
         for round_ in range(1, options.runs + 1):
             for system in options.systems_run:
                 print(f"({system.key}) {system.title}, round {round_} of {options.runs}", file=sys.stderr, flush=True)
-                runs += run_system(system, upstream, descriptors, options, round_=round_)
+                runs += run_system_retried(system, upstream, descriptors, options, round_, retried)
         if not options.no_scale:
             scale_runs, scale_table = run_scale(upstream, descriptors, options)
     finally:
@@ -428,6 +475,10 @@ def main() -> None:
     print(runs_table(runs))
     print()
     print(ratios_table(runs, options.connections))
+    latency = added_latency_table(runs, options.connections)
+    if latency:
+        print("\nLatency added per call to the plain gRPC proxy (b):\n")
+        print(latency)
     streams = streams_table(runs)
     if streams:
         print("\nStreams, per message:\n")
@@ -437,6 +488,9 @@ def main() -> None:
         print(runs_table(scale_runs))
         print()
         print(scale_table)
+    if retried:
+        print("\nRounds run again after a failure (once each; a second failure stops the benchmark):\n")
+        print("\n".join(f"- {line}" for line in retried))
     if options.json:
         options.json.write_text(json.dumps([asdict(run) for run in runs + scale_runs], indent=2))
     problems = verify(runs + scale_runs)

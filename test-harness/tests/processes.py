@@ -62,24 +62,33 @@ def _ephemeral_ports() -> range:
 FETCH_BAD_PORTS = frozenset({10080})
 
 
+# Every port free_port has handed out in this process: a port is free again once the check
+# closes it, and two processes started one after the other (an Envoy's listener and its admin)
+# would otherwise be given the same port now and then.
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    """A port free now, below the ephemeral range: a port the kernel hands out for `bind(0)`
-    may be taken as an outgoing connection's source port (a load generator opens thousands)
-    before the process it was picked for binds it."""
+    """A port free now, below the ephemeral range, and never handed out before by this process:
+    a port the kernel hands out for `bind(0)` may be taken as an outgoing connection's source
+    port (a load generator opens thousands) before the process it was picked for binds it."""
     ephemeral = _ephemeral_ports()
-    if ephemeral.start < 11000:  # no room below it: take what the kernel gives
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            return sock.getsockname()[1]
     for _ in range(100):
-        port = random.randrange(10000, ephemeral.start)
-        if port in FETCH_BAD_PORTS:
+        if ephemeral.start < 11000:  # no room below it: take what the kernel gives
+            port = 0
+        else:
+            port = random.randrange(10000, ephemeral.start)
+        if port in FETCH_BAD_PORTS or port in _handed_out:
             continue
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            if port == 0:
+                port = sock.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
             return port
     raise RuntimeError(f"no free port between 10000 and {ephemeral.start}")
 

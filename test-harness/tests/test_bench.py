@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 
 import pytest
 
 import filter_build
-from processes import REPO
+from processes import REPO, free_port
 
 
 def test_the_benchmark_command_runs_every_system_side_by_side():
@@ -32,6 +33,10 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
         ("h", "n", "1"), ("h", "n", "4"), ("m", "n", "1"), ("m", "n", "4"), ("o", "n", "1"), ("o", "n", "4"),
         ("q", "p", "1"), ("q", "p", "4"), ("r", "p", "1"), ("r", "p", "4"),
         ("k", "e", "1"), ("k", "e", "4"), ("l", "h", "1"), ("l", "h", "4")], table
+    # The latency each way of reaching the method adds to the plain gRPC proxy, per concurrency.
+    latency = table.split("Latency added per call to the plain gRPC proxy (b):")[1].split("Streams, per message:")[0]
+    added = re.findall(r"^\| \((\w)\) [^|]+ \| (\d+) \| -?\d+ \| -?\d+ \|$", latency, re.MULTILINE)
+    assert added == [(key, connections) for key in "cdeih" for connections in ("1", "4")], latency
     # The streams per message: messages per second and Envoy CPU per 1000 messages.
     for key in "pqr":
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \| \d+\.\d{{4}} \|", table.split("Streams, per message:")[1],
@@ -48,3 +53,33 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
         assert re.search(rf"^\| {build}, 3 tools .* \| 1 \| \d+ MiB \| \d+ \| \d+ \| \d+ \(\d+, \d+, \d+\) \| \d+ \|$", table,
                          re.MULTILINE), table
     assert re.search(r"`\.wasm`: [\d,]+ bytes", table), table
+
+
+def test_no_port_is_handed_out_twice():
+    """Two processes started one after the other (an Envoy's listener and its admin, round after
+    round of the benchmark) are never given the same port: once checked, a port is free again."""
+    ports = [free_port() for _ in range(1000)]
+    assert len(set(ports)) == len(ports)
+
+
+def test_a_round_that_fails_to_run_is_run_once_more_and_reported(monkeypatch):
+    sys.path.insert(0, str(REPO / "test-harness/bench"))
+    import bench
+
+    outcomes = [OSError("cannot bind 127.0.0.1:51669: Address already in use"), ["a run"]]
+
+    def run_system(*_args, **_kwargs):
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    monkeypatch.setattr(bench, "run_system", run_system)
+    system = bench.SYSTEMS_BY_KEY["h"]
+    retried: list[str] = []
+    assert bench.run_system_retried(system, None, "", None, 3, retried) == ["a run"]
+    assert retried == ["(h) round 3: OSError: cannot bind 127.0.0.1:51669: Address already in use"]
+    # A second failure of the same round stops the benchmark.
+    outcomes[:] = [OSError("first"), OSError("second")]
+    with pytest.raises(OSError, match="second"):
+        bench.run_system_retried(system, None, "", None, 3, retried)

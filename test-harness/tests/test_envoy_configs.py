@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -14,7 +15,7 @@ import pytest
 import filter_build
 from filter_build import MODULE, demo_plugin
 from mcp_client import Mcp
-from processes import CLI_BIN, ENVOY_BIN, REPO, WORK, Envoy, Upstream, static_bootstrap
+from processes import CLI_BIN, ENVOY_BIN, REPO, Envoy, Upstream, static_bootstrap
 import yaml
 
 CONFIGS = sorted((REPO / "envoy").glob("*.yaml"))
@@ -41,7 +42,10 @@ def demo_ecds_file():
     """envoy/demo.yaml reads its filter configuration from .work/ecds, as scripts/demo seeds it."""
     ecds = REPO / ".work/ecds"
     ecds.mkdir(parents=True, exist_ok=True)
-    (ecds / "switchblade.yaml").write_text((REPO / "envoy/ecds/demo.yaml").read_text())
+    # Written beside and renamed: the other build's session may be reading it.
+    written = ecds / f".switchblade.yaml.{os.getpid()}"
+    written.write_text((REPO / "envoy/ecds/demo.yaml").read_text())
+    written.replace(ecds / "switchblade.yaml")
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
@@ -62,9 +66,9 @@ def test_envoy_loads_the_module_with_its_own_abi_version() -> None:
     assert "Dynamic module ABI version v0.2.0 matched." in output, output
 
 
-def test_the_demo_filter_configuration_validates() -> None:
+def test_the_demo_filter_configuration_validates(tmp_path: Path) -> None:
     """envoy/ecds/demo.yaml is only read at run time; check it through a static bootstrap."""
-    path = WORK / "demo-static.yaml"
+    path = tmp_path / "demo-static.yaml"
     path.write_text(yaml.safe_dump(static_bootstrap(demo_plugin())))
     result = validate(path)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -179,9 +183,8 @@ BAD_PLUGIN_CONFIGS = [
 
 
 @pytest.mark.parametrize(("plugin", "expected"), BAD_PLUGIN_CONFIGS)
-def test_bad_plugin_config_is_refused_by_validation(plugin: str, expected: str) -> None:
-    WORK.mkdir(exist_ok=True)
-    path = WORK / "bad-plugin-config.yaml"
+def test_bad_plugin_config_is_refused_by_validation(plugin: str, expected: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad-plugin-config.yaml"
     path.write_text(yaml.safe_dump(static_bootstrap(plugin)))
     result = validate(path)
     output = result.stdout + result.stderr

@@ -26,6 +26,7 @@ def test_free_port_never_picks_a_port_node_fetch_refuses(monkeypatch: pytest.Mon
     picks = iter([*listed, 10001])
     monkeypatch.setattr(processes.random, "randrange", lambda *_: next(picks))
     monkeypatch.setattr(processes.socket.socket, "bind", lambda *_: None)
+    monkeypatch.setattr(processes, "_handed_out", set())
     assert processes.free_port() == 10001
 
 

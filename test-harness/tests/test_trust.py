@@ -215,8 +215,9 @@ async def from_addresses(host: str, port: int, addresses: Iterator[str], concurr
 
 
 IPV6_FREEBIND = 78
-# A /64 routed to the loopback device for the test: any address in it can be bound.
-TEST_PREFIX = "fd00:5b"
+# A /64 routed to the loopback device for the test: any address in it can be bound. One of
+# this process's own, so that two sessions at once (one per build, say) never share one.
+TEST_PREFIX = f"fd00:5b:0:{os.getpid() & 0xffff:x}"
 
 
 @contextlib.contextmanager
