@@ -214,26 +214,25 @@ def verify(runs: list[Run]) -> list[str]:
     return problems
 
 
-def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, field: str) -> list[float]:
-    """The ratio of two systems' figure, round by round: each from the same run of both."""
-    ratios = []
+def round_pairs(runs: list[Run], first: str, second: str, connections: int, field: str) -> list[tuple[float, float]]:
+    """Two systems' figure, round by round: each pair from the same round of both."""
+    pairs = []
     for round_ in sorted({run.round for run in runs}):
         values = {run.system: getattr(run, field) for run in runs
                   if run.connections == connections and run.round == round_}
-        if values.get(numerator) is not None and values.get(denominator):
-            ratios.append(values[numerator] / values[denominator])
-    return ratios
+        if values.get(first) is not None and values.get(second) is not None:
+            pairs.append((values[first], values[second]))
+    return pairs
+
+
+def ratio(runs: list[Run], numerator: str, denominator: str, connections: int, field: str) -> list[float]:
+    """The ratio of two systems' figure, round by round."""
+    return [value / base for value, base in round_pairs(runs, numerator, denominator, connections, field) if base]
 
 
 def added(runs: list[Run], system: str, connections: int, field: str) -> list[float]:
-    """What `system` adds to the plain gRPC proxy's (b) figure, round by round, in µs."""
-    added_us = []
-    for round_ in sorted({run.round for run in runs}):
-        values = {run.system: getattr(run, field) for run in runs
-                  if run.connections == connections and run.round == round_}
-        if values.get(system) is not None and values.get("b") is not None:
-            added_us.append((values[system] - values["b"]) * 1000)
-    return added_us
+    """What `system` adds to the plain gRPC proxy's (b) figure (in ms), round by round, in µs."""
+    return [(value - base) * 1000 for value, base in round_pairs(runs, system, "b", connections, field)]
 
 
 def median_and_spread(values: list[float], digits: int) -> str:

@@ -24,9 +24,6 @@ from mcp_client import Mcp
 from processes import CLI_BIN, REPO, Peer, free_port, in_front_of
 
 DEBIAN = REPO / ".work/debian"
-# What the test takes from each package: etcd's binary, etcd's protos, and gogoproto's, which
-# etcd's import.
-PACKAGES = ("etcd-server", "golang-etcd-server-dev", "golang-github-gogo-protobuf-dev")
 GOCODE = "usr/share/gocode/src"
 WINDOW_MS = 2000
 WATCH = "etcdserverpb.Watch/Watch"
