@@ -293,7 +293,7 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                # Envoy's own floor for HTTP/1.1 in and HTTP/2 out (n) and what is the module's.
                ("h", "b"), ("n", "b"), ("n", "c"), ("h", "n"), ("m", "n"), ("o", "n"),
                # This checkout against the baseline's builds (`--baseline`).
-               ("e", "E"), ("h", "H"), ("k", "K"), ("l", "L"),
+               ("e", "E"), ("h", "H"), ("k", "K"), ("l", "L"), ("q", "Q"), ("r", "R"),
                # A 100-message server stream: Switchblade (q as a module, r in Wasm) against the
                # REST transcoder streaming it (p); per request is per stream, so the ratios hold
                # per message too.
@@ -413,8 +413,9 @@ def arguments() -> argparse.Namespace:
                         help="comma-separated sizes of the scale catalogs, in unary methods (each has one more tool)")
     parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
     parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
-                        help="also run (e), (h), (k) and (l) as another checkout built them, as (E), (H), (K) "
-                             "and (L), in the same rounds (build it there first: scripts/bootstrap)")
+                        help="also run (e), (h), (k), (l), (q) and (r) as another checkout built them, as (E), "
+                             "(H), (K), (L), (Q) and (R), in the same rounds (build it there first: "
+                             "scripts/bootstrap)")
     parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
     options = parser.parse_args()
     if options.smoke:
@@ -422,7 +423,8 @@ def arguments() -> argparse.Namespace:
     options.connections = [int(part) for part in options.connections.split(",")]
     options.memory_workers = [1] if options.smoke else [1, 2, 4]
     options.scale_methods = [1000] if options.smoke else [int(part) for part in options.scale_methods.split(",")]
-    baseline = baseline_systems(options.baseline.resolve()) if options.baseline else []
+    baseline = [system for system in (baseline_systems(options.baseline.resolve()) if options.baseline else [])
+                if system.key.lower() in options.systems]
     missing = [str(system.binary) for system in baseline if system.binary and not system.binary.exists()]
     if missing:
         parser.error(f"the baseline has no builds: {', '.join(missing)} (run scripts/bootstrap there)")

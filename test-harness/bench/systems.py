@@ -304,8 +304,8 @@ SYSTEMS = [
 
 
 def baseline_systems(checkout: Path) -> list[System]:
-    """(E), (H), (K) and (L): (e), (h), (k) and (l) as another checkout builds them
-    (`--baseline`), to measure a change in the same rounds as the code before it."""
+    """(E), (H), (K), (L), (Q) and (R): (e), (h), (k), (l), (q) and (r) as another checkout builds
+    them (`--baseline`), to measure a change in the same rounds as the code before it."""
     wasm = checkout / "target/wasm32-wasip1/release/switchblade_filter.wasm"
     module = checkout / "target/module/libswitchblade_module.so"
     return [
@@ -325,6 +325,14 @@ def baseline_systems(checkout: Path) -> list[System]:
                "http", path="/mcp", body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
                filters=lambda descriptors, _wasm: [*switchblade_module(limited_plugin()), router()],
                check=mcp_result(structured=True), module=True, binary=module),
+        System("Q", f"Switchblade as a dynamic module, a 100-message server stream (MCP), baseline {checkout}",
+               "http", path="/mcp", body=tools_call(STREAM_TOOL, STREAM_ARGUMENTS), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade_module(streaming_plugin()), router()],
+               check=stream_result, module=True, messages=STREAM_MESSAGES, binary=module),
+        System("R", f"Switchblade, a 100-message server stream (MCP), baseline {checkout}", "http", path="/mcp",
+               body=tools_call(STREAM_TOOL, STREAM_ARGUMENTS), headers=MCP_HEADERS,
+               filters=lambda descriptors, _wasm: [*switchblade(str(wasm), streaming_plugin()), router()],
+               check=stream_result, messages=STREAM_MESSAGES, binary=wasm),
     ]
 
 
