@@ -10,7 +10,7 @@ use serde_json::{json, Map, Value};
 use switchblade_core::config::parse_selector;
 use switchblade_core::server::Server;
 
-use crate::formats::{self, Format, Wiring};
+use crate::formats::{self, Authentication, Format, Wiring};
 use crate::{descriptor_sets, protos, reflection, Output};
 
 /// Where the Wasm filter's build writes it, relative to the repository root.
@@ -67,6 +67,30 @@ pub struct ConfigArgs {
     /// A request header to forward upstream as gRPC metadata (repeatable; written in lowercase).
     #[arg(long = "forward-header", value_name = "NAME")]
     pub forward_headers: Vec<String>,
+    /// This MCP endpoint's URL as clients reach it (`https://mcp.example.com/mcp`): an
+    /// authenticated configuration. Tokens must be issued for this resource, OAuth clients
+    /// find the authorization server in its protected resource metadata (RFC 9728), and
+    /// `--format envoy` and `module` put jwt_authn in front.
+    #[arg(long, value_name = "URL", requires = "authorization_servers")]
+    pub resource: Option<String>,
+    /// The issuer URL of an authorization server that issues tokens for --resource
+    /// (repeatable; jwt_authn verifies the first one's tokens).
+    #[arg(long = "authorization-server", value_name = "ISSUER", requires = "resource")]
+    pub authorization_servers: Vec<String>,
+    /// Where jwt_authn fetches the first authorization server's signing keys (its `jwks_uri`);
+    /// needed by `--format envoy` and `module` with --resource.
+    #[arg(long = "jwks-uri", value_name = "URL", requires = "resource")]
+    pub jwks_uri: Option<String>,
+    /// A scope a service or a tool requires: `package.Service=SCOPE` or
+    /// `package.Service/Method=SCOPE` (repeatable; a target given several scopes requires them
+    /// all, and a method's replaces its service's). With none, any caller with a token for
+    /// --resource may call every tool; with some, a tool no --scope names is closed.
+    #[arg(long = "scope", value_name = "TARGET=SCOPE", requires = "resource", value_parser = parse_scope)]
+    pub scopes: Vec<(String, String)>,
+    /// gRPC metadata that tells the upstream on whose behalf a call is made:
+    /// `NAME=CLAIM`, a claim of the verified token (repeatable), like `x-caller-sub=sub`.
+    #[arg(long = "caller-metadata", value_name = "NAME=CLAIM", requires = "resource", value_parser = parse_caller_metadata)]
+    pub caller_metadata: Vec<(String, String)>,
     /// What to print: the plugin configuration's JSON; a complete Envoy bootstrap with the Wasm
     /// filter (`envoy`) or the dynamic module (`module`) to run or paste from; an ECDS resource
     /// file for a filter with `config_discovery` (replace the file to hot-reload); Istio's
@@ -108,6 +132,24 @@ fn parse_tool_name(value: &str) -> Result<(String, String), String> {
     }
 }
 
+fn parse_scope(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((target, scope)) if !target.is_empty() && !scope.is_empty() && !scope.contains(' ') => {
+            Ok((target.to_owned(), scope.to_owned()))
+        }
+        _ => Err(format!(
+            "{value:?}: write package.Service=SCOPE or package.Service/Method=SCOPE, one scope each"
+        )),
+    }
+}
+
+fn parse_caller_metadata(value: &str) -> Result<(String, String), String> {
+    match value.split_once('=') {
+        Some((name, claim)) if !name.is_empty() && !claim.is_empty() => Ok((name.to_owned(), claim.to_owned())),
+        _ => Err(format!("{value:?}: write NAME=CLAIM, like x-caller-sub=sub")),
+    }
+}
+
 fn parse_timeout(value: &str) -> Result<Timeout, String> {
     let (target, ms) = match value.split_once('=') {
         Some((target, ms)) if !target.is_empty() => (Some(target.to_owned()), ms),
@@ -132,11 +174,20 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
         // The module forwards a lone tools/call through the router when this is set; the
         // route that matches it is part of what `--format module` prints.
         plugin.insert("routing".into(), json!({"cluster_header": formats::ROUTING_HEADER}));
+        // The module reads the token payload from filter state, where the bootstrap's
+        // set_filter_state copies it (it cannot read jwt_authn's metadata object).
+        if let Some(Value::Object(authorization)) = plugin.get_mut("authorization") {
+            authorization.insert(
+                "token_payload".into(),
+                json!({"filter_state": formats::MODULE_TOKEN_PAYLOAD}),
+            );
+        }
     }
     let text = serde_json::to_string_pretty(&plugin).map_err(|error| error.to_string())?;
     // The filter's own checks, so a configuration printed here is one Envoy will accept.
     let server = Server::from_config_bytes(text.as_bytes())
         .map_err(|error| format!("the configuration would be refused: {error}"))?;
+    let authentication = authentication(args, &server)?;
     let mut task_notes = Vec::new();
     if server.catalog().tools().any(|tool| tool.task.is_some()) {
         plugin.insert("tasks".into(), json!({"keys": [fresh_task_key()?]}));
@@ -152,8 +203,17 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
         plugin_json: &text,
         wasm: &args.wasm,
         image: &args.image,
+        authentication: authentication.as_ref(),
     };
     let mut notes = skipped_methods(args, &descriptor_set)?;
+    if authentication.is_some() && matches!(args.format, Format::Istio | Format::EnvoyGateway) {
+        notes.push(
+            "--resource: this format carries the filter's authorization, not the token check; \
+             configure the mesh's JWT authentication for the issuer, with the resource as the audience, \
+             and have it leave the payload where `authorization.token_payload` says"
+                .to_owned(),
+        );
+    }
     notes.extend(task_notes);
     if args.descriptor_set.is_some() && descriptor_sets::services_lack_comments(&descriptor_set) {
         notes.push(format!(
@@ -167,6 +227,64 @@ pub fn run(args: &ConfigArgs) -> Result<Output, String> {
         notes,
         failed: false,
     })
+}
+
+/// What the bootstrap needs to check tokens, for an authenticated configuration.
+fn authentication(args: &ConfigArgs, server: &Server) -> Result<Option<Authentication>, String> {
+    let (Some(issuer), Some(resource)) = (
+        args.authorization_servers.first(),
+        server.access().and_then(|policy| policy.protected_resource()),
+    ) else {
+        return Ok(None);
+    };
+    let jwks_uri =
+        match (&args.jwks_uri, args.format) {
+            (Some(uri), _) => uri.clone(),
+            (None, Format::Envoy | Format::Module) => {
+                return Err(format!(
+                "--resource with --format {}: give --jwks-uri, where jwt_authn fetches the signing keys of {issuer} \
+                 (the `jwks_uri` of its /.well-known/openid-configuration or /.well-known/oauth-authorization-server)",
+                if args.format == Format::Envoy { "envoy" } else { "module" }
+            ))
+            }
+            (None, _) => String::new(),
+        };
+    Ok(Some(Authentication {
+        issuer: issuer.clone(),
+        audience: resource.resource().to_owned(),
+        jwks_uri,
+        metadata_url: resource.metadata_url().to_owned(),
+    }))
+}
+
+/// The `authorization` section of an authenticated configuration: the rules the --scope flags
+/// make, the protected resource metadata, and the caller's claims for the upstream.
+fn authorization_section(args: &ConfigArgs) -> Option<Value> {
+    let resource = args.resource.as_ref()?;
+    let mut rules = Map::new();
+    for (target, scope) in &args.scopes {
+        if let Value::Array(scopes) = rules.entry(target.clone()).or_insert_with(|| json!([])) {
+            if !scopes.contains(&json!(scope)) {
+                scopes.push(json!(scope));
+            }
+        }
+    }
+    let unlisted = if rules.is_empty() { "allow" } else { "deny" };
+    let mut section = json!({
+        "rules": rules,
+        "unlisted": unlisted,
+        "resource_metadata": {"resource": resource, "authorization_servers": args.authorization_servers},
+    });
+    if !args.caller_metadata.is_empty() {
+        let metadata: Map<String, Value> = args
+            .caller_metadata
+            .iter()
+            // Header names are case-insensitive, and the filter takes them in lowercase.
+            .map(|(name, claim)| (name.to_ascii_lowercase(), json!(claim)))
+            .collect();
+        section["caller_metadata"] = Value::Object(metadata);
+    }
+    Some(section)
 }
 
 /// 32 random bytes in base64: a key for `tasks.keys`.
@@ -270,6 +388,9 @@ pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<Str
             .map(|name| name.to_ascii_lowercase())
             .collect();
         config.insert("forward_headers".into(), json!(lowercase));
+    }
+    if let Some(authorization) = authorization_section(args) {
+        config.insert("authorization".into(), authorization);
     }
     Ok(config)
 }

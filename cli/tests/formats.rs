@@ -287,7 +287,7 @@ fn tool_names_timeouts_and_headers_are_written_as_the_filter_takes_them() {
             "--timeout-ms",
             "demo.catalog.v1.CatalogService/Search=800",
             "--forward-header",
-            "Authorization",
+            "X-Client-Version",
             "--forward-header",
             "X-Request-Id",
         ],
@@ -309,7 +309,7 @@ fn tool_names_timeouts_and_headers_are_written_as_the_filter_takes_them() {
             "demo.catalog.v1.CatalogService/Search": {"timeout_ms": 800}
         })
     );
-    assert_eq!(plugin["forward_headers"], json!(["authorization", "x-request-id"]));
+    assert_eq!(plugin["forward_headers"], json!(["x-client-version", "x-request-id"]));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
 thread_local! {
     // The filter is single-threaded (it shares with Rc), and so is each fuzzing thread.
     static SERVER: Server = {
-        let config = br#"{"forward_headers":["authorization"],"allowed_origins":["https://ok.example"],
+        let config = br#"{"forward_headers":["x-request-id"],"allowed_origins":["https://ok.example"],
             "tools_list":{"page_size":2},
             "services":{"demo.catalog.v1.CatalogService":{"cluster":"c"},"demo.users.v1.UserService":{"cluster":"c"},
                         "test.kitchensink.v1.KitchenSinkService":{"cluster":"c"}}}"#;

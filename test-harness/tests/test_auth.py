@@ -1,6 +1,7 @@
-"""envoy/auth.yaml: jwt_authn in front of Switchblade, which authorizes each tool from the
-verified token's scopes in both protocol eras, with signing keys generated here. Call counts
-prove that nothing refused reaches the upstream."""
+"""envoy/auth.yaml: jwt_authn in front of Switchblade, which publishes the OAuth protected
+resource metadata, authorizes each tool from the verified token's scopes in both protocol eras
+and tells the upstream who the caller is, with signing keys generated here. Call counts prove
+that nothing refused reaches the upstream."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import json
 import subprocess
 import time
 
+import httpx2
 import jwt
 import pytest
 import yaml
@@ -25,7 +27,12 @@ from mcp_client import Mcp
 from processes import REPO, Envoy, Upstream, http_filters
 
 ISSUER = "https://auth.switchblade.example"
-AUDIENCE = "switchblade-mcp"
+# The resource envoy/auth.yaml is written for (its listener's own URL). The test Envoys listen
+# elsewhere and keep it, but for the one a real OAuth client reaches, which compares it with
+# the URL it was given (`at_own_port`).
+SHIPPED_ORIGIN = "http://127.0.0.1:10000"
+AUDIENCE = f"{SHIPPED_ORIGIN}/mcp"
+METADATA_URL = f"{SHIPPED_ORIGIN}/.well-known/oauth-protected-resource/mcp"
 
 
 def new_key():
@@ -53,6 +60,19 @@ def jwt_authn(bootstrap: dict) -> dict:
     return next(f for f in http_filters(bootstrap) if f["name"] == "envoy.filters.http.jwt_authn")["typed_config"]
 
 
+def at_own_port(proxy: Envoy) -> Envoy:
+    """The shipped resource URL (in jwt_authn's audiences, the challenges and the plugin's
+    `resource_metadata`) moved to the port this Envoy listens on, as a deployment writes its
+    own."""
+    text = yaml.safe_dump(proxy.config).replace(SHIPPED_ORIGIN, origin(proxy))
+    proxy.config = yaml.safe_load(text)
+    return proxy
+
+
+def origin(proxy: Envoy) -> str:
+    return f"http://127.0.0.1:{proxy.port}"
+
+
 @pytest.fixture(scope="module")
 def guarded(upstream: Upstream, key):
     proxy = Envoy(upstream, bootstrap=auth_bootstrap(key), name="envoy-auth").start()
@@ -66,9 +86,10 @@ def mcp(guarded: Envoy, upstream: Upstream) -> Mcp:
     return Mcp(guarded.mcp_url)
 
 
-def token(key, scope: str = "", expires_in: int = 300, audience: str = AUDIENCE) -> str:
+def token(key, scope: str = "", expires_in: int = 300, audience: str | list[str] = AUDIENCE, **claims) -> str:
     now = int(time.time())
-    claims = {"iss": ISSUER, "aud": audience, "sub": "agent-7", "scope": scope, "iat": now, "exp": now + expires_in}
+    claims = {"iss": ISSUER, "aud": audience, "sub": "agent-7", "scope": scope, "iat": now, "exp": now + expires_in,
+              **claims}
     return jwt.encode(claims, key, algorithm="RS256", headers={"kid": "test"})
 
 
@@ -103,12 +124,73 @@ def test_missing_and_invalid_tokens_are_401_and_reach_nothing(mcp: Mcp, upstream
         headers = {"authorization": authorization}
     response = mcp.modern("tools/call", GET_USER, headers=headers)
     assert response.status_code == 401, response.text
+    # jwt_authn's refusal, its challenge rewritten by local_reply_config to name the metadata:
+    # RFC 6750 gives no error code to a request that had no token at all.
+    error = "" if authorization is None else 'error="invalid_token", '
+    assert response.headers["www-authenticate"] == f'Bearer {error}resource_metadata="{METADATA_URL}"'
     assert upstream.total_calls() == 0
 
 
-def test_a_token_for_another_audience_is_403(mcp: Mcp, upstream: Upstream, key) -> None:
-    response = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read", audience="someone-else")))
-    assert (response.status_code, response.text) == (403, "Audiences in Jwt are not allowed")
+def test_a_token_for_another_audience_is_an_invalid_token(mcp: Mcp, upstream: Upstream, key) -> None:
+    """jwt_authn refuses it with 403; the local reply mapping makes that the 401 invalid_token
+    RFC 6750 and the MCP specification ask for, so that the client fetches a token for this
+    resource."""
+    for audience in ["someone-else", ["someone-else", "https://other.example/mcp"]]:
+        response = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read", audience=audience)))
+        assert (response.status_code, response.text) == (401, "Audiences in Jwt are not allowed")
+        assert response.headers["www-authenticate"] == f'Bearer error="invalid_token", resource_metadata="{METADATA_URL}"'
+    assert upstream.total_calls() == 0
+
+
+def test_switchblade_checks_the_audience_itself(upstream: Upstream, key) -> None:
+    """With jwt_authn told no audiences (any token its keys signed passes), Switchblade still
+    refuses a token not issued for the resource its metadata names, in both builds."""
+    upstream.reset()
+    bootstrap = auth_bootstrap(key)
+    del jwt_authn(bootstrap)["providers"]["demo"]["audiences"]
+    proxy = Envoy(upstream, bootstrap=bootstrap, name="envoy-auth-any-audience").start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        refused = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read", audience="https://other.example/mcp")))
+        assert refused.status_code == 401, refused.text
+        assert refused.headers["www-authenticate"] == f'Bearer error="invalid_token", resource_metadata="{METADATA_URL}"'
+        assert refused.json()["error"]["message"] == (
+            'Unauthorized: the token was not issued for this server: its audience "https://other.example/mcp" does not '
+            f'name {AUDIENCE}. Ask the authorization server for a token for this resource (RFC 8707 `resource`)')
+        assert upstream.total_calls() == 0
+        served = mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read", audience=["x", AUDIENCE])))
+        assert served.json()["result"]["structuredContent"]["username"] == "ada", served.text
+    finally:
+        proxy.stop()
+
+
+def test_the_protected_resource_metadata_is_served_to_anyone(guarded: Envoy, upstream: Upstream) -> None:
+    """RFC 9728 at the path form and the root form, without a token (jwt_authn guards /mcp
+    alone), readable by a browser client from any origin, and cacheable."""
+    upstream.reset()
+    expected = {
+        "resource": AUDIENCE,
+        "authorization_servers": [ISSUER],
+        # By default, every scope the rules name.
+        "scopes_supported": ["catalog:read", "users:read"],
+        "bearer_methods_supported": ["header"],
+        "resource_name": "Switchblade demo catalog",
+    }
+    for path in ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]:
+        response = httpx2.get(f"{guarded.url}{path}", headers={"origin": "https://inspector.example"}, timeout=5)
+        assert response.status_code == 200, response.text
+        assert response.json() == expected
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["access-control-allow-origin"] == "*"
+        assert response.headers["cache-control"] == "public, max-age=3600"
+    preflight = httpx2.options(f"{guarded.url}/.well-known/oauth-protected-resource/mcp", headers={
+        "origin": "https://inspector.example", "access-control-request-method": "GET",
+        "access-control-request-headers": "mcp-protocol-version"}, timeout=5)
+    assert preflight.status_code == 204
+    assert preflight.headers["access-control-allow-headers"] == "*"
+    posted = httpx2.post(f"{guarded.url}/.well-known/oauth-protected-resource/mcp", timeout=5)
+    assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD, OPTIONS")
+    assert httpx2.get(f"{guarded.url}/.well-known/oauth-protected-resource/other", timeout=5).status_code != 200
     assert upstream.total_calls() == 0
 
 
@@ -237,7 +319,7 @@ def test_without_a_verified_token_switchblade_fails_closed(upstream: Upstream, k
             "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
         for response in (mcp.modern("tools/list"), mcp.modern("tools/call", GET_USER), mcp.post(initialize)):
             assert response.status_code == 401, response.text
-            assert response.headers["www-authenticate"] == "Bearer"
+            assert response.headers["www-authenticate"] == f'Bearer resource_metadata="{METADATA_URL}"'
             message = response.json()["error"]["message"]
             assert message.startswith("Unauthorized: this server authorizes each tool from a verified token, and none reached it ("), message
         # With a token, the same Envoy serves.
@@ -245,6 +327,76 @@ def test_without_a_verified_token_switchblade_fails_closed(upstream: Upstream, k
     finally:
         proxy.stop()
     assert upstream.calls() == {"/demo.users.v1.UserService/GetUser": 1}
+
+
+def test_with_challenge_a_caller_is_told_the_scopes_a_tool_needs(upstream: Upstream, key) -> None:
+    """`insufficient_scope: challenge`: every tool some caller may call is listed, and a call
+    the token's scopes do not cover is the MCP step-up answer (HTTP 403, `insufficient_scope`,
+    the scopes the tool needs, the metadata), in both eras; nothing reaches the upstream."""
+    upstream.reset()
+    bootstrap = auth_bootstrap(key)
+    plugin = json.loads(filter_build.WasmBuild.plugin(auth_plugin_entry(bootstrap)))
+    plugin["authorization"]["insufficient_scope"] = "challenge"
+    proxy = Envoy(upstream, bootstrap=with_plugin(bootstrap, plugin), name="envoy-auth-challenge").start()
+    try:
+        mcp = Mcp(proxy.mcp_url)
+        headers = bearer(token(key, "catalog:read"))
+        assert legacy_list(mcp, headers) == ALL_TOOLS
+        modern = mcp.modern("tools/call", GET_USER, id=9, headers=headers)
+        legacy = mcp.post({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": GET_USER},
+                          headers={**headers, "mcp-protocol-version": "2025-11-25"})
+        for response in (modern, legacy):
+            assert response.status_code == 403, response.text
+            assert response.headers["www-authenticate"] == (
+                f'Bearer error="insufficient_scope", scope="users:read", resource_metadata="{METADATA_URL}"')
+            assert response.json()["id"] == 9
+            assert response.json()["error"]["message"].startswith(
+                'Forbidden: tool UserService_GetUser needs the scopes "users:read"'), response.text
+        # A tool nobody may call (no rule, `unlisted: deny`) stays unknown.
+        unknown = mcp.modern("tools/call", {"name": "NoSuchTool", "arguments": {}}, headers=headers)
+        assert unknown.status_code == 400 and "unknown tool" in unknown.text
+        assert upstream.total_calls() == 0
+        assert mcp.modern("tools/call", GET_USER, headers=bearer(token(key, "users:read"))).status_code == 200
+    finally:
+        proxy.stop()
+
+
+def test_the_upstream_learns_who_calls_and_never_sees_the_token(guarded: Envoy, upstream: Upstream, key) -> None:
+    """`caller_metadata` hands the upstream the verified caller's claims; a client's own
+    headers of those names are not what it sees, and its bearer token never reaches it."""
+    upstream.reset()
+    headers = {**bearer(token(key, "catalog:read", sub="agent-é 7", client_id="desk-app")),
+               "x-caller-sub": "root", "x-caller-client-id": "forged", "x-request-id": "req-42"}
+    response = Mcp(guarded.mcp_url).modern("tools/call", {"name": "CatalogService_GetItem", "arguments": {"id": "1"}},
+                                           headers=headers)
+    assert response.status_code == 200, response.text
+    seen = upstream.metadata("/demo.catalog.v1.CatalogService/GetItem")
+    # Outside printable ASCII, a claim is percent-encoded (RFC 3986) so no byte is lost.
+    assert (seen["x-caller-sub"], seen["x-caller-client-id"]) == ("agent-%C3%A9 7", "desk-app")
+    assert seen["x-request-id"] == "req-42"
+    assert "authorization" not in seen
+    # A token without a claim sends no metadata for it.
+    upstream.reset()
+    Mcp(guarded.mcp_url).modern("tools/call", {"name": "CatalogService_GetItem", "arguments": {"id": "1"}},
+                                headers={**bearer(token(key, "catalog:read")), "x-caller-client-id": "forged"})
+    seen = upstream.metadata("/demo.catalog.v1.CatalogService/GetItem")
+    assert seen["x-caller-sub"] == "agent-7" and "x-caller-client-id" not in seen
+
+
+def test_forwarding_the_token_is_refused_unless_allowed_in_so_many_words(tmp_path, key) -> None:
+    bootstrap = auth_bootstrap(key)
+    plugin = json.loads(filter_build.WasmBuild.plugin(auth_plugin_entry(bootstrap)))
+    plugin["forward_headers"] = ["x-request-id", "authorization"]
+    path = tmp_path / "auth.yaml"
+    path.write_text(yaml.safe_dump(with_plugin(bootstrap, plugin)))
+    check = subprocess.run([str(REPO / "target/release/switchblade"), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert check.returncode != 0
+    assert ('at `forward_headers[1]`: "authorization" would hand the client\'s token to the upstream, which the MCP '
+            "specification forbids") in check.stderr + check.stdout
+    plugin["allow_token_passthrough"] = True
+    path.write_text(yaml.safe_dump(with_plugin(auth_bootstrap(key), plugin)))
+    check = subprocess.run([str(REPO / "target/release/switchblade"), "check", str(path)], capture_output=True, text=True, timeout=60)
+    assert check.returncode == 0, check.stderr + check.stdout
 
 
 def test_a_rule_naming_an_unknown_service_or_method_is_refused_when_the_configuration_loads(tmp_path, key) -> None:

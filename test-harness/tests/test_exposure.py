@@ -89,15 +89,16 @@ def test_overrides_rename_describe_and_time_tools(swap, upstream: Upstream) -> N
 
 def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Upstream) -> None:
     mcp = swap({"services": {USERS: {"cluster": "demo_grpc", "timeout_ms": 4000, "metadata": {"x-tenant": "acme"}}},
-                "forward_headers": ["authorization", "x-request-id"]})
-    headers = {"authorization": "Bearer token-1", "x-request-id": "req-42",
+                "forward_headers": ["x-client-version", "x-request-id"]})
+    headers = {"authorization": "Bearer token-1", "x-client-version": "7.1", "x-request-id": "req-42",
                "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
                "cookie": "session=secret", "x-api-key": "k", "x-tenant": "evil"}
     response = mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                          "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}}, headers=headers)
     assert response.json()["result"]["isError"] is False
     seen = upstream.metadata(f"/{USERS}/GetUser")
-    assert seen["authorization"] == "Bearer token-1"
+    assert seen["x-client-version"] == "7.1"
+    assert "authorization" not in seen, "the client's token is never forwarded unlisted"
     assert seen["x-request-id"] == "req-42"
     assert seen["traceparent"] == headers["traceparent"]
     assert seen["x-tenant"] == "acme", "static metadata wins over a client's header"
@@ -141,9 +142,9 @@ def test_a_header_on_the_allowlist_with_an_empty_value_is_forwarded_empty_once(s
 
 def test_nothing_is_forwarded_unless_listed(live: Envoy, upstream: Upstream) -> None:
     mcp = Mcp(live.mcp_url)
-    # The demo forwards authorization and x-request-id (and the trace context, by default):
-    # other headers stay behind.
-    assert demo_plugin()["forward_headers"] == ["authorization", "x-request-id"]
+    # The demo forwards x-request-id (and the trace context, by default): other headers, the
+    # client's token among them, stay behind.
+    assert demo_plugin()["forward_headers"] == ["x-request-id"]
     upstream.reset()
     mcp.post({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
               "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}},

@@ -20,7 +20,12 @@ fn users_args(format: Format) -> ConfigArgs {
         tool_names: vec![],
         timeouts: vec![],
         streaming: false,
-        forward_headers: vec!["authorization".into()],
+        forward_headers: vec!["X-Request-Id".into()],
+        resource: None,
+        authorization_servers: vec![],
+        jwks_uri: None,
+        scopes: vec![],
+        caller_metadata: vec![],
         format,
         wasm: "x.wasm".into(),
         image: DEFAULT_IMAGE.into(),
@@ -268,7 +273,7 @@ fn services_are_written_service_equals_cluster() {
 fn protos_become_a_configuration_the_filter_accepts() {
     let value: Value = serde_json::from_str(&config(&users_args(Format::Json)).unwrap()).unwrap();
     assert_eq!(value["services"]["demo.users.v1.UserService"]["expose"], "selected");
-    assert_eq!(value["forward_headers"], json!(["authorization"]));
+    assert_eq!(value["forward_headers"], json!(["x-request-id"]));
     let orphan = ConfigArgs {
         methods: vec!["other.Svc/M".into()],
         ..users_args(Format::Json)
@@ -334,4 +339,101 @@ fn task_tools_get_a_fresh_key_of_their_own() {
     // Services without task tools get no key.
     let plain: Value = serde_json::from_str(&config(&users_args(Format::Json)).unwrap()).unwrap();
     assert!(plain.get("tasks").is_none());
+}
+
+fn authenticated_args(format: Format) -> ConfigArgs {
+    ConfigArgs {
+        resource: Some("https://mcp.example.com/mcp".into()),
+        authorization_servers: vec!["https://auth.example.com".into()],
+        jwks_uri: Some("https://auth.example.com:8443/jwks".into()),
+        scopes: vec![("demo.users.v1.UserService".into(), "users:read".into())],
+        caller_metadata: vec![("X-Caller-Sub".into(), "sub".into())],
+        ..users_args(format)
+    }
+}
+
+#[test]
+fn an_authenticated_configuration_publishes_its_metadata_and_checks_tokens_for_itself() {
+    let plugin: Value = serde_json::from_str(&config(&authenticated_args(Format::Json)).unwrap()).unwrap();
+    assert_eq!(
+        plugin["authorization"],
+        json!({
+            "rules": {"demo.users.v1.UserService": ["users:read"]},
+            "unlisted": "deny",
+            "resource_metadata": {
+                "resource": "https://mcp.example.com/mcp",
+                "authorization_servers": ["https://auth.example.com"]
+            },
+            "caller_metadata": {"x-caller-sub": "sub"}
+        })
+    );
+    let bootstrap: Value = yaml_serde::from_str(&config(&authenticated_args(Format::Envoy)).unwrap()).unwrap();
+    let manager = &bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+    let jwt_authn = &manager["http_filters"][0]["typed_config"];
+    assert_eq!(manager["http_filters"][1]["name"], "switchblade");
+    let provider = &jwt_authn["providers"]["oauth"];
+    assert_eq!(provider["issuer"], "https://auth.example.com");
+    assert_eq!(provider["audiences"], json!(["https://mcp.example.com/mcp"]));
+    assert_eq!(provider["forward"], json!(false));
+    assert_eq!(
+        jwt_authn["rules"],
+        json!([{"match": {"path": "/mcp"}, "requires": {"provider_name": "oauth"}}])
+    );
+    let challenge = &manager["local_reply_config"]["mappers"][0]["headers_to_add"][0]["header"]["value"];
+    assert_eq!(
+        challenge,
+        "Bearer resource_metadata=\"https://mcp.example.com/.well-known/oauth-protected-resource/mcp\""
+    );
+    let jwks = bootstrap["static_resources"]["clusters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|cluster| cluster["name"] == "switchblade_jwks")
+        .unwrap();
+    let address = &jwks["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"]["socket_address"];
+    assert_eq!(
+        (&address["address"], &address["port_value"]),
+        (&json!("auth.example.com"), &json!(8443))
+    );
+    assert_eq!(jwks["transport_socket"]["typed_config"]["sni"], "auth.example.com");
+
+    let module: Value = yaml_serde::from_str(&config(&authenticated_args(Format::Module)).unwrap()).unwrap();
+    let filters =
+        &module["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]["http_filters"];
+    assert_eq!(filters[1]["name"], "envoy.filters.http.set_filter_state");
+    let plugin: Value =
+        serde_json::from_str(filters[2]["typed_config"]["filter_config"]["value"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        plugin["authorization"]["token_payload"],
+        json!({"filter_state": "switchblade.token_payload"})
+    );
+}
+
+#[test]
+fn an_authenticated_bootstrap_needs_the_keys_and_a_secure_resource() {
+    let without_keys = ConfigArgs {
+        jwks_uri: None,
+        ..authenticated_args(Format::Envoy)
+    };
+    assert!(config(&without_keys)
+        .unwrap_err()
+        .starts_with("--resource with --format envoy: give --jwks-uri"));
+    assert!(config(&ConfigArgs {
+        jwks_uri: None,
+        ..authenticated_args(Format::Json)
+    })
+    .is_ok());
+    let plain = ConfigArgs {
+        resource: Some("http://mcp.example.com/mcp".into()),
+        ..authenticated_args(Format::Json)
+    };
+    assert!(config(&plain)
+        .unwrap_err()
+        .contains("at `authorization.resource_metadata.resource`: \"http://mcp.example.com/mcp\" is not https"));
+    let open = ConfigArgs {
+        scopes: vec![],
+        ..authenticated_args(Format::Json)
+    };
+    let plugin: Value = serde_json::from_str(&config(&open).unwrap()).unwrap();
+    assert_eq!(plugin["authorization"]["unlisted"], "allow");
 }

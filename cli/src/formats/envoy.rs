@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{bootstrap_with, document, mcp_route, router_filter, Wiring, BUFFER_MAX_REQUEST_BYTES};
+use super::{authentication, bootstrap_with, document, mcp_route, router_filter, Wiring, BUFFER_MAX_REQUEST_BYTES};
 
 const BOOTSTRAP_COMMENT: &str = "\
 Switchblade as Envoy's Wasm filter: a complete bootstrap. Run it as it is (`envoy -c FILE`,
@@ -49,7 +49,8 @@ pub fn bootstrap(wiring: &Wiring<'_>) -> Result<String, String> {
             "buffer": {"max_request_bytes": BUFFER_MAX_REQUEST_BYTES}
         }
     });
-    let filters = vec![
+    let mut filters = authentication::filters(wiring, false);
+    filters.extend([
         json!({"name": "switchblade", "typed_config": wasm_typed_config(wiring)}),
         json!({
             "name": "envoy.filters.http.buffer",
@@ -60,8 +61,8 @@ pub fn bootstrap(wiring: &Wiring<'_>) -> Result<String, String> {
             }
         }),
         router_filter(),
-    ];
-    document(BOOTSTRAP_COMMENT, &bootstrap_with(wiring, vec![route], filters))
+    ]);
+    document(BOOTSTRAP_COMMENT, &bootstrap_with(wiring, vec![route], filters)?)
 }
 
 /// What a filter with `config_discovery` and a `path_config_source` reads.

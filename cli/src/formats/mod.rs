@@ -3,9 +3,12 @@
 //! Istio's and Envoy Gateway's resources), built as values and written as YAML, each document
 //! after a comment that says what to do with it.
 
+mod authentication;
 mod envoy;
 mod kubernetes;
 mod module;
+
+pub use authentication::{Authentication, MODULE_TOKEN_PAYLOAD};
 
 use serde_json::{json, Map, Value};
 use switchblade_core::observe::tag_extraction_rules;
@@ -34,6 +37,8 @@ pub struct Wiring<'a> {
     /// The `.wasm` for Envoy (a file) and for the control planes (an OCI image reference).
     pub wasm: &'a str,
     pub image: &'a str,
+    /// The token check in front, for an authenticated configuration (`--resource`).
+    pub authentication: Option<&'a Authentication>,
 }
 
 /// The header the dynamic module sets to a routed call's cluster (`routing.cluster_header`).
@@ -134,10 +139,14 @@ fn http2_cluster(name: &str) -> Value {
 
 /// A bootstrap with one listener on 127.0.0.1:10000 that serves `routes` through
 /// `http_filters`, the HTTP/2 clusters of the configuration, the stats' tag extraction, and
-/// Envoy's admin on 127.0.0.1:9901 (its /stats show the filter's).
-fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Value>) -> Value {
-    let clusters: Vec<Value> = cluster_names(wiring).iter().map(|name| http2_cluster(name)).collect();
-    json!({
+/// Envoy's admin on 127.0.0.1:9901 (its /stats show the filter's); for an authenticated
+/// configuration, with the token check's cluster and local reply mapping.
+fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Value>) -> Result<Value, String> {
+    let mut clusters: Vec<Value> = cluster_names(wiring).iter().map(|name| http2_cluster(name)).collect();
+    if let Some(authentication) = wiring.authentication {
+        clusters.push(authentication::jwks_cluster(authentication)?);
+    }
+    let mut bootstrap = json!({
         "stats_config": {"stats_tags": stats_tags()},
         "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 9901}}},
         "static_resources": {
@@ -167,7 +176,13 @@ fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Val
             }],
             "clusters": clusters
         }
-    })
+    });
+    if let Some(authentication) = wiring.authentication {
+        let manager =
+            &mut bootstrap["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        manager["local_reply_config"] = authentication::local_reply_config(authentication);
+    }
+    Ok(bootstrap)
 }
 
 fn router_filter() -> Value {

@@ -3,7 +3,7 @@
 
 use serde_json::{json, Value};
 
-use super::{bootstrap_with, document, mcp_route, router_filter, Wiring, ROUTING_HEADER};
+use super::{authentication, bootstrap_with, document, mcp_route, router_filter, Wiring, ROUTING_HEADER};
 
 const COMMENT: &str = "\
 Switchblade as an Envoy dynamic module (Envoy 1.40.0): a complete bootstrap. Run it with the
@@ -56,5 +56,7 @@ pub fn bootstrap(wiring: &Wiring<'_>) -> Result<String, String> {
         }
     });
     let routes = vec![routed_call_route(), mcp_route(wiring, "module")];
-    document(COMMENT, &bootstrap_with(wiring, routes, vec![module, router_filter()]))
+    let mut filters = authentication::filters(wiring, true);
+    filters.extend([module, router_filter()]);
+    document(COMMENT, &bootstrap_with(wiring, routes, filters)?)
 }

@@ -10,8 +10,13 @@ use serde_json::{json, Map, Number, Value};
 
 use crate::catalog::Catalog;
 use crate::config::{
-    parse_selector, Authorization, CallerSource, ConfigError, PluginConfig, TokenPayloadSource, Unlisted,
+    parse_selector, Authorization, CallerSource, ConfigError, InsufficientScope, PluginConfig, TokenPayloadSource,
+    Unlisted, DEFAULT_CLAIM,
 };
+
+pub mod protected_resource;
+
+pub use protected_resource::ProtectedResource;
 
 /// The configuration's authorization, resolved against its catalog.
 #[derive(Debug)]
@@ -22,6 +27,11 @@ pub struct AccessPolicy {
     key_claim: Option<Vec<String>>,
     /// Tool name → the claim values it requires (all of them); `None`: nobody may call it.
     requirements: HashMap<String, Option<BTreeSet<String>>>,
+    insufficient_scope: InsufficientScope,
+    /// The OAuth protected resource this server is, if the configuration publishes it.
+    protected_resource: Option<ProtectedResource>,
+    /// gRPC metadata name → the claim path whose value it carries upstream.
+    caller_metadata: Vec<(String, Vec<String>)>,
 }
 
 /// Who is calling, as far as authorization is concerned.
@@ -31,13 +41,17 @@ pub enum Caller {
     Anyone,
     /// Authorization is configured and no verified token payload reached the filter.
     Unverified(String),
+    /// A verified token that was not issued for this server (its audience): why.
+    WrongAudience(String),
     /// A verified token: the claim values it grants, the caller's key for the rate limits (the
     /// value of `limits.caller`'s claim, if the token has one), and the caller's identity that
-    /// tasks are bound to (see [`identity_of`]).
+    /// tasks are bound to (see [`identity_of`]), and the metadata that tells the upstream who
+    /// it is (`caller_metadata`).
     Verified {
         grants: BTreeSet<String>,
         key: Option<String>,
         identity: String,
+        metadata: Vec<(String, String)>,
     },
 }
 
@@ -76,11 +90,29 @@ impl AccessPolicy {
             CallerSource::Claim(path) => Some(path.names().to_vec()),
             CallerSource::ClientAddress => None,
         };
+        // Scopes a client may ask for, by default: what the rules require, where they require
+        // OAuth scopes.
+        let rule_scopes = match claim == [DEFAULT_CLAIM] {
+            true => authorization.rules.values().flatten().map(String::as_str).collect(),
+            false => BTreeSet::new(),
+        };
+        let protected_resource = authorization
+            .resource_metadata
+            .as_ref()
+            .map(|metadata| ProtectedResource::build(metadata, rule_scopes))
+            .transpose()?;
         Ok(Some(AccessPolicy {
             source: authorization.token_payload.clone(),
             claim,
             key_claim,
             requirements,
+            insufficient_scope: authorization.insufficient_scope,
+            protected_resource,
+            caller_metadata: authorization
+                .caller_metadata
+                .iter()
+                .map(|(name, claim)| (name.clone(), claim.names().to_vec()))
+                .collect(),
         }))
     }
 
@@ -102,14 +134,59 @@ impl AccessPolicy {
                 .filter(Value::is_object)
                 .ok_or_else(|| format!("{} does not hold a JSON object", self.source)),
         };
-        match payload {
-            Ok(payload) => Caller::Verified {
-                grants: self.grants(&payload),
-                key: self.key(&payload),
-                identity: identity_of(&payload),
-            },
-            Err(reason) => Caller::Unverified(reason),
+        let payload = match payload {
+            Ok(payload) => payload,
+            Err(reason) => return Caller::Unverified(reason),
+        };
+        if let Some(refused) = self
+            .protected_resource
+            .as_ref()
+            .and_then(|resource| resource.refuse_audience(&payload))
+        {
+            return Caller::WrongAudience(refused);
         }
+        Caller::Verified {
+            grants: self.grants(&payload),
+            key: self.key(&payload),
+            identity: identity_of(&payload),
+            metadata: self.caller_metadata(&payload),
+        }
+    }
+
+    /// The OAuth protected resource this server is, if the configuration publishes it.
+    pub fn protected_resource(&self) -> Option<&ProtectedResource> {
+        self.protected_resource.as_ref()
+    }
+
+    /// Whether a caller whose grants do not cover a tool is told which scopes it needs.
+    pub fn challenges(&self) -> bool {
+        self.insufficient_scope == InsufficientScope::Challenge
+    }
+
+    /// The claim values the tool requires, space-separated; `None`: nobody may call it.
+    pub fn required(&self, tool_name: &str) -> Option<String> {
+        let required = self.requirements.get(tool_name)?.as_ref()?;
+        Some(required.iter().map(String::as_str).collect::<Vec<_>>().join(" "))
+    }
+
+    /// Whether a verified caller with `grants` sees the tool in `tools/list`: one it may call,
+    /// or, when callers are challenged for scopes, one that some caller may call.
+    pub fn lists(&self, grants: &BTreeSet<String>, tool_name: &str) -> bool {
+        match self.insufficient_scope {
+            InsufficientScope::Hide => self.permits(grants, tool_name),
+            InsufficientScope::Challenge => matches!(self.requirements.get(tool_name), Some(Some(_))),
+        }
+    }
+
+    /// The caller metadata of a payload: each configured claim that it has, as metadata text.
+    fn caller_metadata(&self, payload: &Value) -> Vec<(String, String)> {
+        self.caller_metadata
+            .iter()
+            .filter_map(|(name, path)| {
+                let value = path.iter().try_fold(payload, |value, name| value.get(name))?;
+                Some((name.clone(), metadata_text(&claim_text(value)?)))
+            })
+            .collect()
     }
 
     /// The claim values the payload grants: a space-separated string's words, an array's strings.
@@ -131,12 +208,7 @@ impl AccessPolicy {
     /// The value of the claim callers are counted by, as text (a string, a number or a boolean).
     fn key(&self, payload: &Value) -> Option<String> {
         let path = self.key_claim.as_ref()?;
-        match path.iter().try_fold(payload, |value, name| value.get(name))? {
-            Value::String(text) if !text.is_empty() => Some(text.clone()),
-            Value::Number(number) => Some(number.to_string()),
-            Value::Bool(flag) => Some(flag.to_string()),
-            _ => None,
-        }
+        scalar_text(path.iter().try_fold(payload, |value, name| value.get(name))?).filter(|text| !text.is_empty())
     }
 
     /// Whether a verified caller with `grants` may call the tool.
@@ -156,6 +228,24 @@ impl Caller {
             grants,
             key: None,
             identity: identity.to_owned(),
+            metadata: Vec::new(),
+        }
+    }
+
+    /// Whether this caller sees the tool in `tools/list` under `policy` (none: every tool).
+    pub fn lists(&self, policy: Option<&AccessPolicy>, tool_name: &str) -> bool {
+        match (policy, self) {
+            (None, _) => true,
+            (Some(policy), Caller::Verified { grants, .. }) => policy.lists(grants, tool_name),
+            (Some(_), _) => false,
+        }
+    }
+
+    /// The metadata that tells the upstream who the caller is.
+    pub fn metadata(&self) -> &[(String, String)] {
+        match self {
+            Caller::Verified { metadata, .. } => metadata,
+            _ => &[],
         }
     }
 
@@ -172,9 +262,59 @@ impl Caller {
     pub fn identity(&self) -> &[u8] {
         match self {
             Caller::Verified { identity, .. } => identity.as_bytes(),
-            Caller::Anyone | Caller::Unverified(_) => &[],
+            Caller::Anyone | Caller::Unverified(_) | Caller::WrongAudience(_) => &[],
         }
     }
+}
+
+/// A string, a number or a boolean claim as text. Dynamic metadata carries every number as a
+/// double: a whole one is written without a fraction, as the token had it.
+fn scalar_text(value: &Value) -> Option<String> {
+    const EXACT_INTEGERS: f64 = 9_007_199_254_740_992.0; // 2^53
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => match number.as_f64() {
+            Some(double) if number.is_f64() && double.fract() == 0.0 && double.abs() < EXACT_INTEGERS => {
+                // Whole and exact: the cast loses nothing.
+                #[allow(clippy::cast_possible_truncation)]
+                let whole = double as i64;
+                Some(whole.to_string())
+            }
+            _ => Some(number.to_string()),
+        },
+        Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+/// A claim as one line of text: a scalar as [`scalar_text`] writes it, an array of scalars
+/// joined by spaces (as OAuth joins scopes); `None` for anything else.
+fn claim_text(value: &Value) -> Option<String> {
+    match value {
+        Value::Array(items) => {
+            let words: Option<Vec<String>> = items.iter().map(scalar_text).collect();
+            Some(words?.join(" "))
+        }
+        value => scalar_text(value),
+    }
+}
+
+/// Text as a gRPC metadata value, which must be printable ASCII: `%`, every byte outside it,
+/// and a space at either end (which HTTP would trim) are percent-encoded (RFC 3986), so that
+/// any URL decoder gets the claim back whole.
+fn metadata_text(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut encoded = String::with_capacity(bytes.len());
+    for (index, &byte) in bytes.iter().enumerate() {
+        let at_an_end = index == 0 || index + 1 == bytes.len();
+        let plain = byte.is_ascii_graphic() && byte != b'%' || byte == b' ' && !at_an_end;
+        if plain {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
 }
 
 /// Claims that change from one token of a caller to the next: left out of its identity.

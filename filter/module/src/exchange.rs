@@ -162,6 +162,10 @@ impl Exchange {
         if let Some(refusal) = refusal {
             return self.answer(host, &refusal);
         }
+        let method = || header_text(&host.header(HeaderMap::Request, ":method").unwrap_or_default()).into_owned();
+        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
+            return self.answer(host, &metadata);
+        }
         let Some(map) = map else {
             return Verdict::Continue;
         };

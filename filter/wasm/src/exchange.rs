@@ -192,6 +192,11 @@ impl HttpContext for Exchange {
             inner.answer(&refusal);
             return Action::Pause;
         }
+        let method = || String::from_utf8_lossy(&header_value(":method").unwrap_or_default()).into_owned();
+        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
+            inner.answer(&metadata);
+            return Action::Pause;
+        }
         // Most requests are not for the MCP path: one host call decides that. A request that is
         // reads the whole map once, which also has its method and length.
         if !is_mcp_path(&path, server.mcp_path()) {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::descriptors::embedded_pool;
-use crate::http::McpHeaders;
+use crate::http::{HttpResponse, McpHeaders};
 use crate::observe::Observations;
 use crate::server::{McpRequest, Outcome, Server};
 use prost_types::value::Kind;
@@ -155,6 +155,7 @@ fn grants_come_from_the_payload_in_dynamic_metadata() {
             grants: grants(&["catalog:read", "items:read"]),
             key: Some("agent-7".into()),
             identity: r#"[null,"agent-7"]"#.into(),
+            metadata: Vec::new(),
         }
     );
     // A token without the claim is verified, and grants nothing.
@@ -275,7 +276,7 @@ fn meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}, "io.modelcontextprotocol/clientInfo": {"name": "t", "version": "1"}})
 }
 
-fn respond(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller) -> (u16, Value, bool) {
+fn outcome(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller) -> Outcome {
     let body = body.to_string();
     let request = McpRequest {
         headers,
@@ -284,7 +285,11 @@ fn respond(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller)
         client_address: None,
         counters: None,
     };
-    match server.handle(request, &mut Observations::default()) {
+    server.handle(request, &mut Observations::default())
+}
+
+fn respond(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller) -> (u16, Value, bool) {
+    match outcome(server, headers, body, caller) {
         Outcome::Respond(response) => (response.status, serde_json::from_slice(&response.body).unwrap(), false),
         Outcome::Await(_) => (0, Value::Null, true),
         Outcome::Cancel { .. } => panic!("no test here cancels"),
@@ -405,4 +410,172 @@ fn without_a_verified_token_nothing_is_served() {
     assert_eq!(open.caller(None), Caller::Anyone);
     let (status, _, _) = respond(&open, &legacy_headers(), &body, &Caller::Anyone);
     assert_eq!(status, 200);
+}
+
+/// An authorization that publishes its resource, checks the audience, tells callers which
+/// scopes a tool needs, and hands the upstream who calls.
+const OAUTH: &str = r#"{"rules": {
+    "demo.catalog.v1.CatalogService": ["catalog:read"],
+    "demo.catalog.v1.CatalogService/GetItem": ["catalog:read", "items:read"]
+  },
+  "insufficient_scope": "challenge",
+  "resource_metadata": {"resource": "https://mcp.example.com/mcp", "authorization_servers": ["https://auth.example.com"]},
+  "caller_metadata": {"x-caller-sub": "sub", "x-caller-org": ["org", "id"], "x-caller-roles": "roles"}
+}"#;
+
+fn oauth_server() -> Server {
+    Server::from_config_bytes(format!(r#"{{{SERVICES}, "authorization": {OAUTH}}}"#).as_bytes()).unwrap()
+}
+
+/// The whole HTTP answer to `body`, or `None` when it makes a call.
+fn whole_answer(server: &Server, headers: &McpHeaders, body: &Value, caller: &Caller) -> Option<HttpResponse> {
+    match outcome(server, headers, body, caller) {
+        Outcome::Respond(response) => Some(response),
+        _ => None,
+    }
+}
+
+const METADATA_URL: &str = "https://mcp.example.com/.well-known/oauth-protected-resource/mcp";
+
+#[test]
+fn the_caller_tells_the_upstream_who_it_is_from_its_claims_as_metadata_text() {
+    let policy = policy(OAUTH).unwrap();
+    let payload = json!({"aud": "https://mcp.example.com/mcp", "sub": " agent é\n7% ", "org": {"id": 42},
+                         "roles": ["admin", 3, true], "scope": "catalog:read"});
+    let caller = policy.caller(Some(&metadata(JWT_AUTHN, "jwt_payload", payload)));
+    assert_eq!(
+        caller.metadata(),
+        [
+            ("x-caller-org".to_owned(), "42".to_owned()),
+            ("x-caller-roles".to_owned(), "admin 3 true".to_owned()),
+            // Percent-encoded: `%`, bytes outside printable ASCII, and a space at either end.
+            ("x-caller-sub".to_owned(), "%20agent %C3%A9%0A7%25%20".to_owned()),
+        ]
+    );
+    // Claims that are absent, or not text, numbers or flat lists, send nothing.
+    let payload = json!({"aud": "https://mcp.example.com/mcp", "org": {"id": {"deep": 1}}, "roles": [["nested"]]});
+    let caller = policy.caller(Some(&metadata(JWT_AUTHN, "jwt_payload", payload)));
+    assert!(caller.metadata().is_empty());
+}
+
+#[test]
+fn a_token_for_another_resource_is_refused_with_an_invalid_token_challenge() {
+    let server = oauth_server();
+    let policy = server.access().unwrap();
+    for (audience, verified) in [
+        (json!("https://mcp.example.com/mcp"), true),
+        (json!(["x", "https://mcp.example.com/mcp"]), true),
+        (json!("https://other.example.com/mcp"), false),
+        (json!(null), false),
+    ] {
+        let payload = json!({"aud": audience, "scope": "catalog:read"});
+        let caller = policy.caller(Some(&metadata(JWT_AUTHN, "jwt_payload", payload)));
+        assert_eq!(matches!(caller, Caller::Verified { .. }), verified, "{audience}");
+    }
+    let caller = Caller::WrongAudience("its audience \"x\" does not name https://mcp.example.com/mcp".into());
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+    let refused = whole_answer(&server, &legacy_headers(), &body, &caller).unwrap();
+    assert_eq!(refused.status, 401);
+    let challenge = format!("Bearer error=\"invalid_token\", resource_metadata=\"{METADATA_URL}\"");
+    assert!(refused
+        .header_pairs()
+        .contains(&("www-authenticate", challenge.as_str())));
+    let missing = whole_answer(&server, &legacy_headers(), &body, &Caller::Unverified("nothing".into())).unwrap();
+    let challenge = format!("Bearer resource_metadata=\"{METADATA_URL}\"");
+    assert!(missing
+        .header_pairs()
+        .contains(&("www-authenticate", challenge.as_str())));
+}
+
+#[test]
+fn with_challenge_every_callable_tool_is_listed_and_a_call_without_its_scopes_is_a_step_up() {
+    let server = oauth_server();
+    let reader = Caller::verified(grants(&["catalog:read"]), "reader");
+    // UserService has no rule and `unlisted` is deny: nobody may call it, so nobody sees it.
+    assert_eq!(
+        listed(&server, &reader),
+        ["CatalogService_Search", "CatalogService_GetItem"]
+    );
+    let call = json!({"name": "CatalogService_GetItem", "arguments": {"id": "1"}});
+    let mut modern_call = call.clone();
+    modern_call["_meta"] = meta();
+    for (headers, params) in [
+        (
+            modern_headers("tools/call", Some("CatalogService_GetItem")),
+            modern_call,
+        ),
+        (legacy_headers(), call),
+    ] {
+        let body = json!({"jsonrpc": "2.0", "id": 6, "method": "tools/call", "params": params});
+        let refused = whole_answer(&server, &headers, &body, &reader).unwrap();
+        assert_eq!(refused.status, 403, "{}", String::from_utf8_lossy(&refused.body));
+        let challenge = format!(
+            "Bearer error=\"insufficient_scope\", scope=\"catalog:read items:read\", resource_metadata=\"{METADATA_URL}\""
+        );
+        assert!(refused
+            .header_pairs()
+            .contains(&("www-authenticate", challenge.as_str())));
+        let answer: Value = serde_json::from_slice(&refused.body).unwrap();
+        assert_eq!(answer["id"], 6);
+        assert_eq!(answer["error"]["code"], -32600);
+    }
+    // A tool nobody may call is still unknown.
+    let params = json!({"_meta": meta(), "name": "UserService_GetUser", "arguments": {}});
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params});
+    let unknown = whole_answer(
+        &server,
+        &modern_headers("tools/call", Some("UserService_GetUser")),
+        &body,
+        &reader,
+    );
+    assert_eq!(unknown.unwrap().status, 400);
+    // In a batch, the step-up is that message's error, and the batch is 200.
+    let batch = json!([{"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "CatalogService_GetItem", "arguments": {"id": "1"}}}]);
+    let headers = McpHeaders {
+        protocol_version: Some("2025-03-26".into()),
+        ..legacy_headers()
+    };
+    let answer = whole_answer(&server, &headers, &batch, &reader).unwrap();
+    assert_eq!(answer.status, 200);
+    let answers: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert!(answers[0]["error"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Forbidden: tool CatalogService_GetItem needs the scopes \"catalog:read items:read\""));
+}
+
+#[test]
+fn the_metadata_is_served_where_rfc_9728_puts_it_and_defaults_to_the_rules_scopes() {
+    let server = oauth_server();
+    let answer = server
+        .protected_resource_metadata("/.well-known/oauth-protected-resource/mcp", || "GET".into())
+        .unwrap();
+    let document: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert_eq!(document["scopes_supported"], json!(["catalog:read", "items:read"]));
+    let mut asked = false;
+    let elsewhere = server.protected_resource_metadata("/mcp", || {
+        asked = true;
+        "GET".into()
+    });
+    assert!(
+        elsewhere.is_none() && !asked,
+        "the method is read only for the metadata's path"
+    );
+    assert!(guarded_server()
+        .protected_resource_metadata("/.well-known/oauth-protected-resource", || "GET".into())
+        .is_none());
+    // Scopes are a default only where the rules are OAuth scopes.
+    let roles = Server::from_config_bytes(
+        format!(
+            r#"{{{SERVICES}, "authorization": {{"claim": "roles", "rules": {{"demo.users.v1.UserService": ["admin"]}},
+               "resource_metadata": {{"resource": "https://mcp.example.com/mcp", "authorization_servers": ["https://a.example"]}}}}}}"#
+        )
+        .as_bytes(),
+    )
+    .unwrap();
+    let answer = roles
+        .protected_resource_metadata("/.well-known/oauth-protected-resource", || "GET".into())
+        .unwrap();
+    let document: Value = serde_json::from_slice(&answer.body).unwrap();
+    assert!(document.get("scopes_supported").is_none(), "{document}");
 }

@@ -29,6 +29,61 @@ pub struct Authorization {
     /// Tools that no rule names: `deny` (the default) or `allow` (any verified caller).
     #[serde(default)]
     pub unlisted: Unlisted,
+    /// The OAuth 2.0 protected resource metadata (RFC 9728) this server publishes, which OAuth
+    /// clients find their authorization server by; with it, a token must be issued for
+    /// `resource` (its `aud`).
+    #[serde(default)]
+    pub resource_metadata: Option<ResourceMetadata>,
+    /// What a caller whose grants do not cover a tool is told: `hide` (the default: the tool
+    /// is not listed, and a call answers as for an unknown tool) or `challenge` (the tool is
+    /// listed, and a call is HTTP 403 `insufficient_scope` naming the scopes it needs).
+    #[serde(default)]
+    pub insufficient_scope: InsufficientScope,
+    /// gRPC metadata name → the claim (a name, or a path into nested claims) whose value goes
+    /// upstream with every call, so that a service knows on whose behalf the agent acts. A
+    /// client's own headers of these names never reach the upstream.
+    #[serde(default)]
+    pub caller_metadata: BTreeMap<String, ClaimPath>,
+}
+
+/// The protected resource metadata document (RFC 9728, section 2).
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ResourceMetadata {
+    /// This MCP endpoint's URL as clients reach it (`https://mcp.example.com/mcp`): the
+    /// resource tokens must be issued for (RFC 8707), and where the metadata URL is derived
+    /// from. `http` only for a loopback host.
+    pub resource: String,
+    /// The issuer URLs of the authorization servers that issue tokens for this resource (at
+    /// least one).
+    pub authorization_servers: Vec<String>,
+    /// The scopes a client may ask for; by default every claim value the rules name.
+    #[serde(default)]
+    pub scopes_supported: Option<Vec<String>>,
+    /// How a token may be sent: `header` (the default) and `query`, as jwt_authn is set to
+    /// read it.
+    #[serde(default)]
+    pub bearer_methods_supported: Option<Vec<String>>,
+    /// A name for people, shown by clients when they ask for consent.
+    #[serde(default)]
+    pub resource_name: Option<String>,
+    /// A page for people about this server.
+    #[serde(default)]
+    pub resource_documentation: Option<String>,
+}
+
+/// What a caller learns of a tool its grants do not cover.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum InsufficientScope {
+    /// Nothing: the tool is not listed, and calling it answers as for an unknown tool.
+    #[default]
+    Hide,
+    /// That it exists and which scopes it needs: the tool is listed, and calling it is HTTP 403
+    /// with `WWW-Authenticate: Bearer error="insufficient_scope"` (MCP step-up).
+    Challenge,
 }
 
 /// Where the verified token's payload is, as a JSON object.

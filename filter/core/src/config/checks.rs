@@ -2,8 +2,12 @@
 //! at fault and what to write instead.
 
 use super::{
-    ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE, MIN_REFLECTION_INTERVAL_MS,
+    Authorization, ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE,
+    MIN_REFLECTION_INTERVAL_MS,
 };
+
+/// The header a bearer token travels in.
+const TOKEN_HEADER: &str = "authorization";
 
 /// Headers that are never forwarded or set as metadata: HTTP/2 and gRPC framing, and the
 /// MCP routing headers, which describe the MCP request and not the gRPC one.
@@ -109,6 +113,49 @@ impl PluginConfig {
             if self.forward_headers[..index].contains(header) {
                 return Err(ConfigError(format!(
                     "at `forward_headers[{index}]`: {header:?} is listed twice"
+                )));
+            }
+            if header == TOKEN_HEADER && !self.allow_token_passthrough {
+                return Err(ConfigError(format!(
+                    "at `forward_headers[{index}]`: \"authorization\" would hand the client's token to the upstream, which the MCP specification forbids (a token is issued for this server alone); \
+                     hand the upstream the verified caller with `authorization.caller_metadata`, or, if the upstream truly needs the token, set `allow_token_passthrough: true`"
+                )));
+            }
+        }
+        if let Some(authorization) = &self.authorization {
+            self.check_caller_metadata(authorization)?;
+        }
+        Ok(())
+    }
+
+    /// Caller metadata names are metadata keys that nothing else sets: not a forwarded header
+    /// (a client could then write it) and not a service's fixed metadata.
+    fn check_caller_metadata(&self, authorization: &Authorization) -> Result<(), ConfigError> {
+        for (name, claim) in &authorization.caller_metadata {
+            let at = format!("at `authorization.caller_metadata.{name}`");
+            check_metadata_key(name).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+            if name == TOKEN_HEADER {
+                return Err(ConfigError(format!(
+                    "{at}: \"authorization\" carries credentials, not a caller's claims; choose a name like \"x-caller-sub\""
+                )));
+            }
+            if self.forward_headers.contains(name) {
+                return Err(ConfigError(format!(
+                    "{at}: {name:?} is also in `forward_headers`, where a client would write it; remove it there"
+                )));
+            }
+            if let Some((service, _)) = self
+                .services
+                .iter()
+                .find(|(_, service)| service.metadata.contains_key(name))
+            {
+                return Err(ConfigError(format!(
+                    "{at}: {name:?} is also fixed metadata of {service} (`services.{service}.metadata`); give one of them another name"
+                )));
+            }
+            if claim.names().is_empty() || claim.names().iter().any(String::is_empty) {
+                return Err(ConfigError(format!(
+                    "{at}: a claim name must not be empty; write a name like \"sub\", or a path like [\"org\", \"id\"]"
                 )));
             }
         }

@@ -45,6 +45,11 @@ pub struct PluginConfig {
     /// upstream with each call, so that a trace spans the agent, Envoy and the service.
     #[serde(default = "default_true")]
     pub forward_trace_context: bool,
+    /// Whether `forward_headers` may list `authorization`, handing the client's token to the
+    /// upstream. The MCP specification forbids it (a token is for this server alone); hand the
+    /// upstream the verified caller with `authorization.caller_metadata` instead.
+    #[serde(default)]
+    pub allow_token_passthrough: bool,
     /// Browser origins allowed to call (`scheme://host[:port]`, or `*`). A request with any
     /// other `Origin` is refused; one without `Origin` (not a browser) is not.
     #[serde(default)]
@@ -214,7 +219,9 @@ mod ordered_map;
 pub mod quota;
 mod tasks;
 
-pub use authorization::{Authorization, ClaimPath, TokenPayloadSource, Unlisted};
+pub use authorization::{
+    Authorization, ClaimPath, InsufficientScope, ResourceMetadata, TokenPayloadSource, Unlisted, DEFAULT_CLAIM,
+};
 pub use quota::{AddressPrefix, CallerSource, FailureMode, LimitRule, RateLimitService, DEFAULT_MAX_CALLERS};
 pub use tasks::{
     ProcessKey, TasksConfig, DEFAULT_TASK_POLL_BURST, DEFAULT_TASK_POLL_INTERVAL_MS, DEFAULT_TASK_TTL_MS,

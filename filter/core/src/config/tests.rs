@@ -34,7 +34,7 @@ fn services_keep_their_order() {
 #[test]
 fn full_config_parses() {
     let config = parse(
-        r#"{"descriptor_set":"AA==","forward_headers":["authorization","x-request-id"],
+        r#"{"descriptor_set":"AA==","forward_headers":["x-client-version","x-request-id"],
             "services":{"a.B":{"cluster":"c","expose":"selected","methods":["a.B/Get"],"timeout_ms":5,"metadata":{"x-tenant":"t1"}}},
             "tools":{"a.B/Get":{"name":"get","title":"Get","description":"d","timeout_ms":7,"annotations":{"readOnlyHint":true,"openWorldHint":false}}}}"#,
     )
@@ -263,5 +263,63 @@ fn a_tasks_poll_bound_follows_its_intervals_unless_set() {
     ] {
         let error = parse(&format!(r#"{{"services":{{"a.B":{{"cluster":"c"}}}},"tasks":{json}}}"#)).unwrap_err();
         assert_eq!(error, expected);
+    }
+}
+
+#[test]
+fn the_clients_token_goes_upstream_only_when_allowed_in_so_many_words() {
+    let services = r#""services": {"a.B": {"cluster": "c", "metadata": {"x-tenant": "t"}}}"#;
+    let error = parse(&format!(
+        r#"{{{services}, "forward_headers": ["x-request-id", "authorization"]}}"#
+    ))
+    .unwrap_err();
+    assert!(
+        error.starts_with("at `forward_headers[1]`: \"authorization\" would hand the client's token to the upstream"),
+        "{error}"
+    );
+    let allowed = parse(&format!(
+        r#"{{{services}, "forward_headers": ["authorization"], "allow_token_passthrough": true}}"#
+    ));
+    assert!(allowed.is_ok());
+    let authorization = |metadata: &str, forward: &str| {
+        parse(&format!(
+            r#"{{{services}, "forward_headers": [{forward}], "authorization": {{"rules": {{}}, "caller_metadata": {metadata}}}}}"#
+        ))
+        .unwrap_err()
+    };
+    for (metadata, forward, expected) in [
+        (
+            r#"{"x-caller": "sub"}"#,
+            r#""x-caller""#,
+            "at `authorization.caller_metadata.x-caller`: \"x-caller\" is also in `forward_headers`",
+        ),
+        (
+            r#"{"x-tenant": "sub"}"#,
+            "",
+            "at `authorization.caller_metadata.x-tenant`: \"x-tenant\" is also fixed metadata of a.B",
+        ),
+        (
+            r#"{"authorization": "sub"}"#,
+            "",
+            "at `authorization.caller_metadata.authorization`: \"authorization\" carries credentials",
+        ),
+        (
+            r#"{"X-Caller": "sub"}"#,
+            "",
+            "at `authorization.caller_metadata.X-Caller`: \"X-Caller\" is not a lowercase header name",
+        ),
+        (
+            r#"{"grpc-caller": "sub"}"#,
+            "",
+            "is reserved for the HTTP/2 and gRPC protocols",
+        ),
+        (
+            r#"{"x-caller": []}"#,
+            "",
+            "at `authorization.caller_metadata.x-caller`: a claim name must not be empty",
+        ),
+    ] {
+        let error = authorization(metadata, forward);
+        assert!(error.contains(expected), "{error}");
     }
 }

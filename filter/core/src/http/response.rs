@@ -123,11 +123,11 @@ impl HttpResponse {
         response
     }
 
-    /// No verified token where authorization needs one (RFC 6750: a bearer token is the
-    /// way in).
-    pub fn unauthorized(message: &str) -> Self {
+    /// No verified token for this server where authorization needs one; `challenge` is the
+    /// `WWW-Authenticate` value (RFC 6750: a bearer token is the way in).
+    pub fn unauthorized(message: &str, challenge: Cow<'static, str>) -> Self {
         let mut response = Self::refused(401, message);
-        response.headers.push(("www-authenticate", Cow::Borrowed("Bearer")));
+        response.headers.push(("www-authenticate", challenge));
         response
     }
 

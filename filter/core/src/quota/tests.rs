@@ -592,6 +592,7 @@ fn callers_are_keyed_by_address_without_the_port_or_by_the_tokens_claim() {
         grants: Default::default(),
         key: Some("agent-7".into()),
         identity: String::new(),
+        metadata: Vec::new(),
     };
     assert_eq!(quota.caller_key(&verified, Some("1.2.3.4:5")).text, "agent-7");
     assert_eq!(

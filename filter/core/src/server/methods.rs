@@ -84,7 +84,7 @@ impl Server {
             (Era::Legacy(_), "initialize") => {
                 // A session id of its own, which names the client's requests when it cancels one.
                 let mut answer = RpcResponse::raw(id, &self.initialize(&params).to_string());
-                answer.session_id = crate::session::new_session_id();
+                answer.header = crate::session::new_session_id().map(|session_id| ("mcp-session-id", session_id));
                 answer
             }
             (Era::Legacy(_), "ping") => RpcResponse::raw(id, "{}"),
@@ -155,12 +155,13 @@ impl Server {
                 self.tools_list.result(era, cursor).map_err(invalid)?,
             )),
             Some(_) => {
-                // The tools this caller may call; a cursor from another caller's list is
-                // refused like any foreign cursor.
+                // The tools this caller may call (or, when callers are challenged for scopes,
+                // that some caller may); a cursor from another caller's list is refused like any
+                // foreign cursor.
                 let visible = self
                     .catalog
                     .tools()
-                    .map(|tool| context.caller.may_call(self.access.as_ref(), &tool.name))
+                    .map(|tool| context.caller.lists(self.access.as_ref(), &tool.name))
                     .collect();
                 let pages = self.private_lists.pages(&self.catalog, visible);
                 Ok(RpcResponse::raw(id, pages.result(era, cursor).map_err(invalid)?))

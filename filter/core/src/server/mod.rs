@@ -24,6 +24,8 @@ pub(crate) mod tasks;
 pub mod tool_call;
 pub mod tool_result;
 
+use std::borrow::Cow;
+
 use prost_reflect::DescriptorPool;
 use serde_json::{json, Map, Value};
 
@@ -343,19 +345,47 @@ impl Server {
         }
     }
 
-    /// Under authorization, a request without a verified token is refused whole: fail closed.
+    /// Under authorization, a request without a verified token for this server is refused
+    /// whole: fail closed. Where the configuration publishes resource metadata, the challenge
+    /// names it, so that an OAuth client finds its authorization server.
     fn refuse_unverified(&self, caller: &Caller) -> Option<HttpResponse> {
         let policy = self.access.as_ref()?;
         let found = match caller {
             Caller::Verified { .. } => return None,
+            Caller::WrongAudience(why) => {
+                let message = format!(
+                    "Unauthorized: the token was not issued for this server: {why}. \
+                     Ask the authorization server for a token for this resource (RFC 8707 `resource`)"
+                );
+                return Some(self.unauthorized(&message, Some("invalid_token")));
+            }
             Caller::Unverified(found) => found.as_str(),
             Caller::Anyone => "the host did not read it",
         };
-        Some(HttpResponse::unauthorized(&format!(
+        let message = format!(
             "Unauthorized: this server authorizes each tool from a verified token, and none reached it ({found}). \
              Send a bearer token; operators: put jwt_authn before Switchblade, with `payload_in_metadata` where `authorization.token_payload` says ({})",
             policy.source()
-        )))
+        );
+        Some(self.unauthorized(&message, None))
+    }
+
+    /// A 401 whose challenge names the protected resource metadata, where it is published, with
+    /// the RFC 6750 `error` given.
+    fn unauthorized(&self, message: &str, error: Option<&str>) -> HttpResponse {
+        let resource = self.access.as_ref().and_then(AccessPolicy::protected_resource);
+        let challenge = match resource {
+            Some(resource) => Cow::Owned(resource.challenge(error, None)),
+            None => Cow::Borrowed("Bearer"),
+        };
+        HttpResponse::unauthorized(message, challenge)
+    }
+
+    /// The answer to a request for the protected resource metadata (RFC 9728), if the
+    /// configuration publishes it and `path` is where; `method` is asked only then.
+    pub fn protected_resource_metadata(&self, path: &str, method: impl FnOnce() -> String) -> Option<HttpResponse> {
+        let resource = self.access.as_ref()?.protected_resource()?;
+        resource.serves(path).then(|| resource.answer(&method()))
     }
 
     /// The body's messages, and what they share: the era, whether they came as a batch, and a

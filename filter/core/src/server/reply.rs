@@ -382,7 +382,7 @@ impl Reply {
                 id: answer.id,
                 status: 200,
                 body: jsonrpc::encode(&error.to_value()),
-                session_id: None,
+                header: None,
             };
             self.bytes = self.bytes.saturating_add(refused.body.len());
             return refused;
@@ -410,8 +410,8 @@ impl Reply {
             return match answers.next() {
                 Some(answer) => {
                     let mut response = HttpResponse::json(answer.status, answer.body);
-                    if let Some(session_id) = answer.session_id {
-                        response.headers.push(("mcp-session-id", Cow::Owned(session_id)));
+                    if let Some((name, value)) = answer.header {
+                        response.headers.push((name, Cow::Owned(value)));
                     }
                     response
                 }

@@ -11,8 +11,9 @@ pub(crate) struct RpcResponse {
     pub(crate) id: Value,
     pub(crate) status: u16,
     pub(crate) body: Vec<u8>,
-    /// The session id an `initialize` answer hands its client (`Mcp-Session-Id`).
-    pub(crate) session_id: Option<String>,
+    /// The header a lone answer carries: the session id an `initialize` answer hands its
+    /// client (`Mcp-Session-Id`), or a step-up's `WWW-Authenticate`.
+    pub(crate) header: Option<(&'static str, String)>,
 }
 
 impl RpcResponse {
@@ -22,7 +23,7 @@ impl RpcResponse {
             id: id.clone(),
             status: 200,
             body: jsonrpc::success_raw(id, result_json),
-            session_id: None,
+            header: None,
         }
     }
 
@@ -33,7 +34,17 @@ impl RpcResponse {
             id: id.clone(),
             status: 200,
             body: jsonrpc::success_written(id, result_len, write_result),
-            session_id: None,
+            header: None,
+        }
+    }
+
+    /// A lone request's HTTP refusal with a JSON-RPC error, and the header that says why.
+    pub(crate) fn refusal(status: u16, error: &RpcError, header: (&'static str, String)) -> RpcResponse {
+        RpcResponse {
+            id: error.id.clone(),
+            status,
+            body: jsonrpc::encode(&error.to_value()),
+            header: Some(header),
         }
     }
 
@@ -42,7 +53,7 @@ impl RpcResponse {
             id: error.id.clone(),
             status: era.error_status(error.code),
             body: jsonrpc::encode(&error.to_value()),
-            session_id: None,
+            header: None,
         }
     }
 }

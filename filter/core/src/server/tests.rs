@@ -9,7 +9,7 @@ use std::time::Duration;
 
 const CONFIG: &str = r#"{
     "server": {"name": "demo", "version": "1.2.3", "instructions": "Use the catalog."},
-    "forward_headers": ["authorization", "x-request-id"],
+    "forward_headers": ["x-client-version", "x-request-id"],
     "services": {
         "demo.catalog.v1.CatalogService": {"cluster": "catalog"},
         "demo.users.v1.UserService": {"cluster": "users", "metadata": {"x-tenant": "demo"}}

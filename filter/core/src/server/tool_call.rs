@@ -7,12 +7,15 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::rpc_response::RpcResponse;
 use super::tool_result::ToolResult;
 use super::{Handled, RequestContext, Server};
+use crate::access::protected_resource::bearer_challenge;
+use crate::access::{Caller, ProtectedResource};
 use crate::catalog::Tool;
 use crate::grpc::frame::grpc_frame;
 use crate::http::McpHeaders;
-use crate::jsonrpc::{RpcError, INVALID_PARAMS};
+use crate::jsonrpc::{RpcError, INVALID_PARAMS, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::proto_json::json_type;
@@ -37,11 +40,15 @@ impl Server {
                 "Invalid params: tools/call needs `name`, a string",
             ));
         };
-        // A tool outside the caller's grants answers exactly like one that does not exist.
-        let tool = self
-            .catalog
-            .get(name)
-            .filter(|tool| context.caller.may_call(self.access.as_ref(), &tool.name));
+        // A tool outside the caller's grants answers exactly like one that does not exist,
+        // unless callers are told which scopes it needs (step-up).
+        let found = self.catalog.get(name);
+        let tool = found.filter(|tool| context.caller.may_call(self.access.as_ref(), &tool.name));
+        if let (Some(hidden), None) = (found, tool) {
+            if let Some(refusal) = self.step_up(context.caller, id, hidden) {
+                return Ok(Handled::Response(refusal));
+            }
+        }
         let Some(tool) = tool else {
             let pending = self.catalog.pending_services();
             let message = if pending.is_empty() {
@@ -75,7 +82,7 @@ impl Server {
                     context.era,
                     slot,
                     frames,
-                    call_metadata(tool, context.headers),
+                    call_metadata(tool, context.headers, context.caller),
                 );
                 call.task = task.map(Box::new);
                 // Progress goes on an SSE answer to one call, when the client reads SSE.
@@ -96,6 +103,26 @@ impl Server {
                 )))
             }
         }
+    }
+
+    /// The step-up answer to a verified caller whose grants do not cover `tool`, when the
+    /// configuration tells callers which scopes a tool needs: HTTP 403 with an
+    /// `insufficient_scope` challenge that names them (in a batch, only the JSON-RPC error).
+    fn step_up(&self, caller: &Caller, id: &Value, tool: &Tool) -> Option<RpcResponse> {
+        let policy = self.access.as_ref().filter(|policy| policy.challenges())?;
+        if !matches!(caller, Caller::Verified { .. }) {
+            return None;
+        }
+        let required = policy.required(&tool.name)?;
+        let metadata_url = policy.protected_resource().map(ProtectedResource::metadata_url);
+        let challenge = bearer_challenge(Some("insufficient_scope"), Some(&required), metadata_url);
+        let message = format!(
+            "Forbidden: tool {} needs the scopes \"{required}\", which the token does not grant all of; \
+             ask the authorization server for a token with them, and call again",
+            tool.name
+        );
+        let error = RpcError::new(id, INVALID_REQUEST, message);
+        Some(RpcResponse::refusal(403, &error, ("www-authenticate", challenge)))
     }
 
     /// The request's gRPC frames, if the arguments pass every check: one message, or, for a
@@ -213,14 +240,16 @@ fn stream_items<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Vec<Value>,
 }
 
 /// The service's static metadata, then each forwarded header the request carries, every
-/// value of one sent more than once (a static key is not overridden by a client).
-pub(super) fn call_metadata(tool: &Tool, headers: &McpHeaders) -> Vec<(String, String)> {
+/// value of one sent more than once (a static key is not overridden by a client), then who the
+/// verified caller is (`caller_metadata`, whose names nothing else may set).
+pub(super) fn call_metadata(tool: &Tool, headers: &McpHeaders, caller: &Caller) -> Vec<(String, String)> {
     let mut metadata = tool.metadata.clone();
     let forwarded = headers
         .forwarded
         .iter()
         .filter(|(name, _)| !tool.metadata.iter().any(|(key, _)| key == name));
     metadata.extend(forwarded.cloned());
+    metadata.extend(caller.metadata().iter().cloned());
     metadata
 }
 

@@ -228,7 +228,7 @@ impl Server {
             era,
             slot,
             grpc::frame::grpc_frame(&name_request(&task.operation)),
-            call_metadata(&tool, context.headers),
+            call_metadata(&tool, context.headers, context.caller),
         )
         .redirected(operations_redirect(&tool, stage, tool.timeout), step);
         Ok(Handled::Call(call))

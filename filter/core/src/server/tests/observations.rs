@@ -230,5 +230,5 @@ fn the_trace_context_goes_upstream_unless_turned_off() {
     assert_eq!(metadata, ["x-tenant", "traceparent", "tracestate"]);
     let config = CONFIG.replacen('{', r#"{"forward_trace_context": false,"#, 1);
     let quiet = Server::from_config_bytes(config.as_bytes()).unwrap();
-    assert_eq!(quiet.forward_headers(), ["authorization", "x-request-id"]);
+    assert_eq!(quiet.forward_headers(), ["x-client-version", "x-request-id"]);
 }
