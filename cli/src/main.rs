@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
+use switchblade_core::search::{Query, ToolSearch};
 use switchblade_core::server::Server;
 
 #[derive(Parser)]
@@ -33,11 +34,20 @@ enum Command {
     /// descriptor set (--descriptor-set) or a server's gRPC reflection (--reflect), as JSON or
     /// wired for Envoy, the dynamic module, Istio or Envoy Gateway (--format).
     Config(Box<config::ConfigArgs>),
-    /// Print the tools/list answer the filter would serve for a plugin configuration.
+    /// Print the tools/list answer the filter would serve for a plugin configuration, or what
+    /// tool search finds in it (--search).
     Tools {
         /// The plugin configuration (JSON), as printed by `switchblade config`; `-` reads
         /// standard input.
         config: String,
+        /// Print instead the names of the tools `search_tools` answers this request in words
+        /// with, best first (repeatable; whatever `tools_list.mode` says): how an agent finds
+        /// the catalog's tools.
+        #[arg(long = "search", value_name = "WORDS")]
+        searches: Vec<String>,
+        /// How many tools each --search answers with.
+        #[arg(long, default_value_t = 5, requires = "searches", value_parser = clap::value_parser!(u8).range(1..=20))]
+        limit: u8,
     },
     /// Check the plugin configurations inside deployment files with the filter's own
     /// validation: Envoy bootstraps (and the ECDS files they read), ECDS files, Istio
@@ -93,7 +103,11 @@ impl Output {
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Config(args) => config::run(&args),
-        Command::Tools { config } => tools(&config),
+        Command::Tools {
+            config,
+            searches,
+            limit,
+        } => tools(&config, &searches, usize::from(limit)),
         Command::Check { files } => Ok(check::run(&files)),
         Command::Schema => reference::schema(),
         Command::Completions { shell } => reference::completions(shell),
@@ -120,7 +134,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn tools(file: &str) -> Result<Output, String> {
+fn tools(file: &str, searches: &[String], limit: usize) -> Result<Output, String> {
     let text = check::read(file).map_err(|error| format!("{file}: {error}"))?;
     let server = Server::from_config_bytes(text.as_bytes()).map_err(|error| {
         let hint = if looks_like_yaml(&text) {
@@ -131,6 +145,9 @@ fn tools(file: &str) -> Result<Output, String> {
         };
         format!("invalid plugin configuration: {error}{hint}")
     })?;
+    if !searches.is_empty() {
+        return search(&server, searches, limit);
+    }
     let tools: Vec<Value> = server.catalog().tools().map(|tool| tool.definition_value()).collect();
     // Not part of `tools/list`: how each tool's method streams, for the person reading.
     let kinds: serde_json::Map<String, Value> = server
@@ -139,6 +156,29 @@ fn tools(file: &str) -> Result<Output, String> {
         .map(|tool| (tool.name.clone(), json!(tool.kind.label())))
         .collect();
     serde_json::to_string_pretty(&json!({ "tools": tools, "kinds": kinds }))
+        .map(Output::text)
+        .map_err(|error| error.to_string())
+}
+
+/// What tool search finds in the server's catalog for each request: the names, best first.
+fn search(server: &Server, searches: &[String], limit: usize) -> Result<Output, String> {
+    let catalog = server.catalog();
+    let index = ToolSearch::build(catalog);
+    let mut answers = Vec::new();
+    for text in searches {
+        let arguments = json!({"query": text, "limit": limit});
+        let query = Query::read(&arguments).map_err(|problem| format!("--search {text:?}: {problem}"))?;
+        let found: Value =
+            serde_json::from_str(&index.answer(catalog, &query, |_| true)).map_err(|error| error.to_string())?;
+        let names: Vec<&Value> = found["tools"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|tool| &tool["name"])
+            .collect();
+        answers.push(json!({"query": text, "tools": names}));
+    }
+    serde_json::to_string_pretty(&answers)
         .map(Output::text)
         .map_err(|error| error.to_string())
 }

@@ -37,7 +37,7 @@ from memory import memory_figures, memory_table  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_messages, scale_plugin  # noqa: E402
 from systems import (  # noqa: E402
     CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_systems, bootstrap,
-    tools_list_system,
+    search_system, tools_found, tools_list_system,
 )
 
 GRPC_BENCH = REPO / "target/release/grpc-bench"
@@ -111,7 +111,8 @@ def envoy_catalog_figures(envoy: Envoy, system: System) -> CatalogFigures:
     if not system.module:
         wait_for_vm_memory(envoy)
     return catalog_figures(envoy.logs(), envoy.admin_url, envoy.mcp_url, MCP_HEADERS,
-                           memory_figures(envoy.process.pid, envoy.admin_url), wasm=not system.module)
+                           memory_figures(envoy.process.pid, envoy.admin_url), wasm=not system.module,
+                           search=system.check is tools_found)
 
 
 def load(system: System, port: int, connections: int, seconds: int, cpus: str | None) -> dict[str, Any]:
@@ -299,7 +300,10 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                # per message too.
                ("q", "p"), ("r", "p"),
                # Rate limits that never trigger, against none (#26).
-               ("k", "e"), ("l", "h")]
+               ("k", "e"), ("l", "h"),
+               # A search (S: Wasm filter, T: module) over 1,001 and 10,001 tools, against a
+               # tools/call of GetItem (#51).
+               ("S1k", "e"), ("S10k", "e"), ("T1k", "h"), ("T10k", "h")]
 
 
 # What each way of reaching the method from HTTP adds to a plain gRPC proxy's latency per call.
@@ -345,6 +349,11 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     catalogs.append(("3", "3 tools (the benchmark's own catalog)", None))
     systems = [scale_system(size, f"tools/list, {title}", plugin, module)
                for size, title, plugin in catalogs for module in (False, True)]
+    # Search mode over the same catalogs: what a search costs, and what an agent reads first.
+    systems += [search_system(f"{'T' if module else 'S'}{size}",
+                              f"{'dynamic module' if module else 'Wasm filter'}, search_tools, {title}", plugin,
+                              module=module)
+                for size, title, plugin in catalogs for module in (False, True)]
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
     for system in systems:
@@ -352,14 +361,16 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
         print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
         runs += run_system(system, upstream, descriptors, options, options.scale_connections, figures)
     lines = ["| catalog | tools | first page | catalog build (ms, per VM) | Wasm VM memory | Envoy RSS | "
-             "tcmalloc allocated | first page's bytes | every page, one after another |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "tcmalloc allocated | first page's bytes | every page's bytes (before a first call) | "
+             "every page, one after another |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for system, figure in zip(systems, figures):
         vm_memory = "–" if figure.vm_memory_bytes is None else f"{figure.vm_memory_bytes / 2**20:.1f} MiB"
         lines.append(f"| ({system.key}) {system.title.replace(', tools/list', '')} | {figure.tools:,} | "
                      f"{figure.listed:,} | {', '.join(map(str, figure.build_ms))} | {vm_memory} | "
                      f"{figure.envoy_rss_bytes / 2**20:.1f} MiB | {figure.heap_allocated_bytes / 2**20:.1f} MiB | "
-                     f"{figure.tools_list_bytes:,} | {figure.pages} page{'' if figure.pages == 1 else 's'} in "
+                     f"{figure.tools_list_bytes:,} | {figure.all_pages_bytes:,} | "
+                     f"{figure.pages} page{'' if figure.pages == 1 else 's'} in "
                      f"{figure.walk_ms:.1f} ms |")
     lines.append(f"\n`.wasm`: {WASM.binary.stat().st_size:,} bytes.")
     memory = run_memory(upstream, descriptors, options, catalogs[-1:] if options.smoke else [catalogs[-1], catalogs[0]])

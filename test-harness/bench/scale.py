@@ -71,20 +71,21 @@ class CatalogFigures:
     envoy_rss_bytes: int
     heap_allocated_bytes: int
     tools_list_bytes: int
-    # Every page of tools/list, one after another on one connection: pages, and the median of
-    # WALKS walks in milliseconds.
+    # Every page of tools/list, one after another on one connection: pages, their bytes (what
+    # an agent reads before its first call), and the median of WALKS walks in milliseconds.
     pages: int
+    all_pages_bytes: int
     walk_ms: float
 
 
 WALKS = 5
 
 
-def walk_tools_list(client: httpx2.Client, mcp_url: str, headers: dict[str, str]) -> tuple[int, int, float]:
-    """Lists every page; returns the tools, the pages and the seconds the exchanges took (the
-    client's reading of each page's JSON left out)."""
+def walk_tools_list(client: httpx2.Client, mcp_url: str, headers: dict[str, str]) -> tuple[int, int, float, int]:
+    """Lists every page; returns the tools, the pages, the seconds the exchanges took (the
+    client's reading of each page's JSON left out) and the bytes of every page."""
     exchanging = 0.0
-    tools = pages = 0
+    tools = pages = size = 0
     cursor = None
     while True:
         params = {"cursor": cursor} if cursor else {}
@@ -92,16 +93,19 @@ def walk_tools_list(client: httpx2.Client, mcp_url: str, headers: dict[str, str]
         started = time.perf_counter()
         response = client.post(mcp_url, headers=headers, content=body)
         exchanging += time.perf_counter() - started
+        size += len(response.content)
         result = response.json()["result"]
         tools += len(result["tools"])
         pages += 1
         cursor = result.get("nextCursor")
         if not cursor:
-            return tools, pages, exchanging
+            return tools, pages, exchanging, size
 
 
 def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, str], envoy_memory: MemoryFigures,
-                    wasm: bool) -> CatalogFigures:
+                    wasm: bool, search: bool = False) -> CatalogFigures:
+    """A catalog's figures; in search mode (`search`) tools/list shows two tools, not the
+    catalog."""
     builds = [(int(tools), int(ms)) for tools, ms in
               re.findall(r"serving (\d+) tools at \S+ \(catalog built in (\d+) ms", log)]
     memory = None
@@ -113,7 +117,8 @@ def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, s
                               content=json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
         walks = [walk_tools_list(client, mcp_url, headers) for _ in range(WALKS)]
     tools = max((tools for tools, _ in builds), default=0)
-    assert all(listed == tools for listed, _, _ in walks), f"a walk of tools/list missed tools: {walks}"
+    expected = 2 if search else tools
+    assert all(listed == expected for listed, _, _, _ in walks), f"a walk of tools/list missed tools: {walks}"
     return CatalogFigures(
         tools=tools,
         listed=len(listing.json()["result"]["tools"]),
@@ -123,5 +128,6 @@ def catalog_figures(log: str, admin_url: str, mcp_url: str, headers: dict[str, s
         heap_allocated_bytes=envoy_memory.heap_allocated,
         tools_list_bytes=len(listing.content),
         pages=walks[0][1],
-        walk_ms=statistics.median(seconds for _, _, seconds in walks) * 1000,
+        all_pages_bytes=walks[0][3],
+        walk_ms=statistics.median(seconds for _, _, seconds, _ in walks) * 1000,
     )

@@ -336,6 +336,30 @@ def baseline_systems(checkout: Path) -> list[System]:
     ]
 
 
+# The request the search systems make of every catalog: words that match some tools of each.
+SEARCH_QUERY = "get the item count of method 42"
+
+
+def tools_found(body: str) -> str:
+    result = rpc_result(body) or {}
+    tools = (result.get("structuredContent") or {}).get("tools")
+    if result.get("isError") or not isinstance(tools, list):
+        return f"not a search_tools result: {body[:300]}"
+    return "" if tools else "a search that found nothing"
+
+
+def search_system(key: str, title: str, plugin: dict[str, Any] | None, module: bool = False) -> System:
+    """Switchblade answering a `search_tools` call (no upstream call) over the catalog of
+    `plugin` in search mode."""
+    searching = {**(plugin or switchblade_plugin()), "tools_list": {"mode": "search"}}
+
+    def filters(descriptors: str, wasm: str) -> list[dict[str, Any]]:
+        return [*(switchblade_module(searching) if module else switchblade(wasm, searching)), router()]
+    return System(key, title, "http", path="/mcp", body=tools_call("search_tools", {"query": SEARCH_QUERY}),
+                  headers=MCP_HEADERS, filters=filters, check=tools_found, reaches_upstream=False, floor=True,
+                  module=module)
+
+
 def tools_listed(body: str) -> str:
     tools = (rpc_result(body) or {}).get("tools")
     if not isinstance(tools, list):

@@ -77,9 +77,11 @@ class Mcp:
         assert "result" in body, body
         result = body["result"]
         if result.get("isError") is False:
-            schema = self.output_schemas().get(name)
-            assert schema is not None, f"{name} is not in tools/list"
-            jsonschema.validate(result["structuredContent"], schema)
+            schemas = self.output_schemas()
+            assert name in schemas, f"{name} is not in tools/list"
+            # Tool search's call_tool declares none: its result is the called tool's.
+            if schemas[name] is not None:
+                jsonschema.validate(result["structuredContent"], schemas[name])
         return result
 
     def output_schemas(self) -> dict[str, Any]:
@@ -88,7 +90,7 @@ class Mcp:
             while True:
                 params = {"cursor": cursor} if cursor else {}
                 page = self.request("tools/list", params)["result"]
-                self._output_schemas.update({tool["name"]: tool["outputSchema"] for tool in page["tools"]})
+                self._output_schemas.update({tool["name"]: tool.get("outputSchema") for tool in page["tools"]})
                 cursor = page.get("nextCursor")
                 if not cursor:
                     return self._output_schemas

@@ -135,7 +135,7 @@ class Backend(Protocol):
     port, where another process (scripts/demo's upstream) may answer."""
 
     @property
-    def clusters(self) -> Mapping[str, int]: ...
+    def clusters(self) -> Mapping[str, int | str]: ...
 
 
 class TestPeer(Backend, Protocol):
@@ -293,7 +293,12 @@ class Envoy:
         for cluster in clusters:
             for group in cluster["load_assignment"]["endpoints"]:
                 for endpoint in group["lb_endpoints"]:
-                    endpoint["endpoint"]["address"]["socket_address"]["port_value"] = ports[cluster["name"]]
+                    target = ports[cluster["name"]]
+                    if isinstance(target, str):
+                        # A Unix socket's path (a daemon that serves its API on one).
+                        endpoint["endpoint"]["address"] = {"pipe": {"path": target}}
+                    else:
+                        endpoint["endpoint"]["address"]["socket_address"]["port_value"] = target
         for access_log in connection_manager(config).get("access_log", []):
             access_log["typed_config"]["path"] = str(self.access_log_path)
         for entry in http_filters(config):

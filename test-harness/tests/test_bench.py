@@ -20,7 +20,7 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     run = subprocess.run([str(REPO / "scripts/bench"), "--smoke"], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-4000:] + run.stdout[-4000:]
     table = run.stdout
-    for key in [*"abcdefghiklmnopqr", "W1k", "M1k", "W3", "M3"]:
+    for key in [*"abcdefghiklmnopqr", "W1k", "M1k", "W3", "M3", "S1k", "T1k", "S3", "T3"]:
         assert re.search(rf"^\| \({key}\) .* \| 1 \| \d+ \|", table, re.MULTILINE), f"no row for ({key}):\n{table}"
     # The ratios of Switchblade to the REST transcoder, the native MCP chain and the plain gRPC
     # proxy, and of the floors, per concurrency.
@@ -33,6 +33,9 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
         ("h", "n", "1"), ("h", "n", "4"), ("m", "n", "1"), ("m", "n", "4"), ("o", "n", "1"), ("o", "n", "4"),
         ("q", "p", "1"), ("q", "p", "4"), ("r", "p", "1"), ("r", "p", "4"),
         ("k", "e", "1"), ("k", "e", "4"), ("l", "h", "1"), ("l", "h", "4")], table
+    # A search against a tools/call of GetItem, per build, where both ran at that concurrency.
+    searches = re.findall(r"^\| \(([ST]1k)\)/\((\w)\) \| (\d+) \|", table, re.MULTILINE)
+    assert {(first, second) for first, second, _ in searches} == {("S1k", "e"), ("T1k", "h")}, table
     # The latency each way of reaching the method adds to the plain gRPC proxy, per concurrency.
     latency = table.split("Latency added per call to the plain gRPC proxy (b):")[1].split("Streams, per message:")[0]
     added = re.findall(r"^\| \((\w)\) [^|]+ \| (\d+) \| -?\d+ \| -?\d+ \|$", latency, re.MULTILINE)
@@ -44,10 +47,15 @@ def test_the_benchmark_command_runs_every_system_side_by_side():
     # The scale catalog in both builds: a build per Wasm VM, one for the module (whose memory is
     # Envoy's), and every page listed.
     wasm = re.search(r"^\| \(W1k\) .* \| 1,001 \| 1,000 \| \d+, \d+.* \| [\d.]+ MiB \| [\d.]+ MiB \| [\d.]+ MiB \| "
-                     r"[\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
+                     r"[\d,]+ \| [\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
     module = re.search(r"^\| \(M1k\) .* \| 1,001 \| 1,000 \| \d+ \| – \| [\d.]+ MiB \| [\d.]+ MiB \| "
-                       r"[\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
+                       r"[\d,]+ \| [\d,]+ \| 2 pages in [\d.]+ ms \|$", table, re.MULTILINE)
     assert wasm and module, table
+    # In search mode the same catalog lists two tools in one short page, whatever its size.
+    for key in ("S1k", "T1k"):
+        row = re.search(rf"^\| \({key}\) .* \| 1,001 \| 2 \| .* \| ([\d,]+) \| ([\d,]+) \| 1 page in [\d.]+ ms \|$", table,
+                        re.MULTILINE)
+        assert row and int(row.group(2).replace(",", "")) <= 4096, table
     # Where Envoy's memory goes, in both builds.
     for build in ("Wasm filter", "dynamic module"):
         assert re.search(rf"^\| {build}, 3 tools .* \| 1 \| \d+ MiB \| \d+ \| \d+ \| \d+ \(\d+, \d+, \d+\) \| \d+ \|$", table,

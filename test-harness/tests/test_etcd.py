@@ -8,11 +8,9 @@ unpacked, not installed, so the test needs no root (only Debian's package lists)
 from __future__ import annotations
 
 import base64
-import fcntl
 import json
 import shutil
 import subprocess
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -20,36 +18,13 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from debian import unpacked
 from mcp_client import Mcp
-from processes import CLI_BIN, REPO, Peer, free_port, in_front_of
+from processes import CLI_BIN, Peer, free_port, in_front_of
 
-DEBIAN = REPO / ".work/debian"
 GOCODE = "usr/share/gocode/src"
 WINDOW_MS = 2000
 WATCH = "etcdserverpb.Watch/Watch"
-
-
-def unpacked(package: str) -> Path:
-    """`package`'s files, downloaded with apt-get and unpacked once into .work/debian (under a
-    lock: the Wasm and module sessions may ask at once)."""
-    DEBIAN.mkdir(parents=True, exist_ok=True)
-    root = DEBIAN / package
-    with open(DEBIAN / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not root.is_dir():
-            if shutil.which("apt-get") is None:
-                pytest.skip("needs Debian's apt-get to fetch etcd")
-            with tempfile.TemporaryDirectory() as download:
-                fetched = subprocess.run(["apt-get", "download", package], cwd=download, capture_output=True,
-                                         text=True, timeout=300)
-                if fetched.returncode != 0:
-                    pytest.skip(f"cannot download {package}: {fetched.stderr.strip()}")
-                deb = next(Path(download).glob("*.deb"))
-                partial = DEBIAN / f"{package}.partial"
-                shutil.rmtree(partial, ignore_errors=True)
-                subprocess.run(["dpkg-deb", "-x", str(deb), str(partial)], check=True, timeout=120)
-                partial.rename(root)
-    return root
 
 
 class Etcd(Peer):

@@ -54,8 +54,9 @@ pub struct Tool {
     /// The router's timeout for a call the module routes, in milliseconds, written once: a
     /// little past the deadline ([`ROUTER_TIMEOUT_GRACE`]).
     pub router_timeout_ms: String,
-    /// Static gRPC metadata sent with every call.
-    pub metadata: Vec<(String, String)>,
+    /// The gRPC metadata its calls carry: the service's, and the tool's own over it (see
+    /// [`MetadataValue`]).
+    pub metadata: Vec<(String, MetadataValue)>,
     /// The request message's JSON is not an object (a Timestamp, say): the arguments carry it
     /// as `{"value": …}`, since MCP needs an object.
     pub wrap_input: bool,
@@ -210,6 +211,11 @@ impl Catalog {
 
     pub fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
         self.tools.iter()
+    }
+
+    /// The tool at `index` in the catalog's order.
+    pub fn tool_at(&self, index: usize) -> Option<&Arc<Tool>> {
+        self.tools.get(index)
     }
 
     pub fn tool_count(&self) -> usize {
@@ -393,11 +399,12 @@ fn build_tool(
         router_timeout_ms: (Duration::from_millis(timeout_ms) + ROUTER_TIMEOUT_GRACE)
             .as_millis()
             .to_string(),
-        metadata: config
-            .metadata
-            .iter()
-            .map(|(key, value)| (key.clone(), value.clone()))
-            .collect(),
+        metadata: tool_metadata(
+            &selector,
+            config,
+            overrides,
+            (!kind.sends_many() && !wrap_input).then(|| method.input()),
+        )?,
         wrap_input,
         wrap_output,
         method,
@@ -412,6 +419,28 @@ fn build_tool(
             response_plan: OnceLock::new(),
         }),
     })
+}
+
+/// The metadata of a tool's calls: the service's fixed text, then the tool's own (templates of
+/// its arguments, read against `input`, its request message when the arguments are one) over
+/// the service's of the same key.
+fn tool_metadata(
+    selector: &str,
+    config: &ServiceConfig,
+    overrides: &ToolOverride,
+    input: Option<MessageDescriptor>,
+) -> Result<Vec<(String, MetadataValue)>, ConfigError> {
+    let mut metadata: Vec<(String, MetadataValue)> = config
+        .metadata
+        .iter()
+        .filter(|(key, _)| !overrides.metadata.contains_key(*key))
+        .map(|(key, value)| (key.clone(), MetadataValue::fixed(value)))
+        .collect();
+    for (key, template) in &overrides.metadata {
+        let at = format!("at `tools.{selector}.metadata.{key}`");
+        metadata.push((key.clone(), MetadataValue::parse(&at, template, input.as_ref())?));
+    }
+    Ok(metadata)
 }
 
 /// The deadline a call of `kind` with the tool's `timeout` sends its upstream.
@@ -505,3 +534,7 @@ fn known_services(pool: &DescriptorPool) -> String {
 
 #[cfg(test)]
 mod tests;
+
+pub mod metadata;
+
+pub use metadata::MetadataValue;

@@ -18,6 +18,7 @@ pub mod observe;
 pub mod proto_json;
 pub mod quota;
 pub mod reflection;
+pub mod search;
 pub mod server;
 pub mod session;
 pub mod streams;

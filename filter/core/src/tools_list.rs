@@ -84,6 +84,26 @@ impl ToolsListPages {
         ToolsListPages { pages, fingerprint }
     }
 
+    /// One page of fixed definitions, the same in both eras (tool search's two tools).
+    pub fn fixed<'a>(definitions: impl Iterator<Item = &'a RawValue>, style: &ListStyle) -> Self {
+        let definitions: Vec<&RawValue> = definitions.collect();
+        let legacy = LegacyPage {
+            tools: definitions
+                .iter()
+                .map(|definition| Cow::Borrowed(*definition))
+                .collect(),
+            next_cursor: None,
+        };
+        let page = Page {
+            legacy: to_json_text(&legacy),
+            modern: to_json_text(&ModernPage::new(definitions, None, style, CacheScope::Public)),
+        };
+        ToolsListPages {
+            pages: vec![page],
+            fingerprint: 0,
+        }
+    }
+
     /// The list every caller sees, when there is no authorization.
     pub fn public(catalog: &Catalog, style: &ListStyle) -> Self {
         let tools: Vec<&Tool> = catalog.tools().map(AsRef::as_ref).collect();
@@ -171,14 +191,8 @@ impl Page {
             tools: tools.iter().map(|tool| legacy_definition(tool)).collect(),
             next_cursor: next_cursor.as_deref(),
         };
-        let modern = ModernPage {
-            tools: tools.iter().map(|tool| tool.definition.as_ref()).collect(),
-            next_cursor: next_cursor.as_deref(),
-            ttl_ms: style.ttl_ms,
-            cache_scope: scope.word(),
-            result_type: "complete",
-            meta: json!({ SERVER_INFO_META: style.server_info }),
-        };
+        let definitions = tools.iter().map(|tool| tool.definition.as_ref()).collect();
+        let modern = ModernPage::new(definitions, next_cursor.as_deref(), style, scope);
         Page {
             legacy: to_json_text(&legacy),
             modern: to_json_text(&modern),
@@ -207,6 +221,19 @@ struct ModernPage<'a> {
     result_type: &'static str,
     #[serde(rename = "_meta")]
     meta: Value,
+}
+
+impl<'a> ModernPage<'a> {
+    fn new(tools: Vec<&'a RawValue>, next_cursor: Option<&'a str>, style: &ListStyle, scope: CacheScope) -> Self {
+        ModernPage {
+            tools,
+            next_cursor,
+            ttl_ms: style.ttl_ms,
+            cache_scope: scope.word(),
+            result_type: "complete",
+            meta: json!({ SERVER_INFO_META: style.server_info }),
+        }
+    }
 }
 
 fn to_json_text(page: &impl Serialize) -> String {

@@ -31,7 +31,7 @@ fn all_exposes_unary_methods_and_skips_streaming_ones() {
         (get_item.cluster.as_str(), get_item.timeout),
         ("catalog", Duration::from_millis(2500))
     );
-    assert_eq!(get_item.metadata, [("x-tenant".to_owned(), "t1".to_owned())]);
+    assert_eq!(get_item.metadata, [("x-tenant".to_owned(), MetadataValue::fixed("t1"))]);
     assert!(catalog.get("CatalogService_WatchItems").is_none());
 }
 

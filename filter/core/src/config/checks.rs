@@ -77,6 +77,13 @@ impl PluginConfig {
                     "at `tools.{selector}.max_messages`: must be greater than 0"
                 )));
             }
+            for (key, value) in &tool.metadata {
+                let at = format!("at `tools.{selector}.metadata.{key}`");
+                check_metadata_key(key).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+                if !value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+                    return Err(ConfigError(format!("{at}: metadata values must be printable ASCII")));
+                }
+            }
         }
         for (index, origin) in self.allowed_origins.iter().enumerate() {
             if origin != "*" && !is_origin(origin) {
@@ -151,6 +158,11 @@ impl PluginConfig {
             {
                 return Err(ConfigError(format!(
                     "{at}: {name:?} is also fixed metadata of {service} (`services.{service}.metadata`); give one of them another name"
+                )));
+            }
+            if let Some((selector, _)) = self.tools.iter().find(|(_, tool)| tool.metadata.contains_key(name)) {
+                return Err(ConfigError(format!(
+                    "{at}: {name:?} is also metadata of {selector} (`tools.{selector}.metadata`); give one of them another name"
                 )));
             }
             if claim.names().is_empty() || claim.names().iter().any(String::is_empty) {

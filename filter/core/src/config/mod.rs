@@ -317,6 +317,11 @@ pub struct ToolOverride {
     pub timeout_ms: Option<u64>,
     /// The messages this streaming tool takes or gathers at most.
     pub max_messages: Option<usize>,
+    /// gRPC metadata sent with this tool's calls, over the service's of the same key: fixed
+    /// text, or text with arguments' values in it (`{name}`, `{parent.id}`, percent-encoded;
+    /// `{{` and `}}` are braces). An entry whose argument is absent is not sent.
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
     /// For a method that returns `google.longrunning.Operation`: the types of the operation's
     /// response and metadata, which make it a task tool (in place of, or without, the method's
     /// `google.longrunning.operation_info` option).
@@ -381,6 +386,23 @@ pub struct ToolsListConfig {
     /// `ttlMs` of `tools/list` and `server/discover` results (2026-07-28 clients cache them).
     #[serde(default = "default_list_ttl_ms")]
     pub ttl_ms: u64,
+    /// What `tools/list` shows: every tool (`full`), or two tools, `search_tools` and
+    /// `call_tool`, whatever the catalog's size (`search`).
+    #[serde(default)]
+    pub mode: ListMode,
+}
+
+/// What `tools/list` shows.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum ListMode {
+    /// Every tool the caller may call, paged.
+    #[default]
+    Full,
+    /// `search_tools`, which finds tools by a request in words, and `call_tool`, which calls
+    /// one: an agent's cost before its first call stays the same at any catalog size.
+    Search,
 }
 
 impl Default for ToolsListConfig {
@@ -388,6 +410,7 @@ impl Default for ToolsListConfig {
         ToolsListConfig {
             page_size: DEFAULT_PAGE_SIZE,
             ttl_ms: DEFAULT_LIST_TTL_MS,
+            mode: ListMode::Full,
         }
     }
 }

@@ -18,7 +18,8 @@ fn minimal_config_gets_defaults() {
         config.tools_list,
         ToolsListConfig {
             page_size: 100,
-            ttl_ms: 300_000
+            ttl_ms: 300_000,
+            mode: ListMode::Full,
         }
     );
     assert!(config.descriptor_set.is_none() && config.forward_headers.is_empty() && config.tools.is_empty());

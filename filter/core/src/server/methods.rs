@@ -149,6 +149,9 @@ impl Server {
                 "Invalid params: this cursor was not issued for the current tool list; list again without a cursor",
             )
         };
+        if let Some((_, pages)) = &self.search {
+            return Ok(RpcResponse::raw(id, pages.result(era, cursor).map_err(invalid)?));
+        }
         match &self.access {
             None => Ok(RpcResponse::raw(
                 id,

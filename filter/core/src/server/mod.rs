@@ -23,6 +23,7 @@ mod stream_result;
 pub(crate) mod tasks;
 pub mod tool_call;
 pub mod tool_result;
+mod tool_search;
 
 use std::borrow::Cow;
 
@@ -31,7 +32,7 @@ use serde_json::{json, Map, Value};
 
 use crate::access::{AccessPolicy, Caller};
 use crate::catalog::Catalog;
-use crate::config::{ConfigError, Limits, PluginConfig, Routing};
+use crate::config::{ConfigError, Limits, ListMode, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::grpc::details::StatusDetails;
@@ -42,7 +43,8 @@ use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::quota::counters::Counters;
 use crate::quota::Quota;
-use crate::tools_list::{ListStyle, PrivateLists, ToolsListPages};
+use crate::search::{ToolSearch, CALL_TOOL, SEARCH_TOOL};
+use crate::tools_list::{CacheScope, ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use origin::{Origin, RequestFacts};
 pub use reply::Reply;
@@ -117,6 +119,8 @@ pub struct Server {
     quota: Option<Quota>,
     /// Task ids' keys and the timings of task tools.
     tasks: tasks::TaskSettings,
+    /// Tool search (`tools_list.mode: search`): the index, and the list of its two tools.
+    search: Option<(ToolSearch, ToolsListPages)>,
 }
 
 /// What every message of one POST shares.
@@ -184,7 +188,14 @@ impl Server {
         };
         let access = AccessPolicy::build(config, &catalog)?;
         let quota = Quota::build(config, &catalog)?;
-        let tools_list = ToolsListPages::public(&catalog, &style);
+        // In search mode no caller is shown the whole list: it is not rendered.
+        let (tools_list, search) = match list.mode {
+            ListMode::Full => (ToolsListPages::public(&catalog, &style), None),
+            ListMode::Search => (
+                ToolsListPages::render(&[], &style, CacheScope::Public),
+                Some(tool_search(&catalog, &style, list.ttl_ms)?),
+            ),
+        };
         let task_settings = tasks::TaskSettings::new(&config.tasks, config.limits.max_callers, &catalog);
         let discover_result = methods::discover_result(
             &server_info,
@@ -212,6 +223,7 @@ impl Server {
             routing: config.routing.clone(),
             quota,
             tasks: task_settings,
+            search,
         })
     }
 
@@ -489,6 +501,28 @@ impl Server {
             (false, None) => Outcome::Respond(reply.into_response()),
         }
     }
+}
+
+/// Tool search over the catalog, and its list: two tools whatever the catalog's size, the same
+/// for every caller, and as lasting as the configuration (reflection changes the catalog, not
+/// them).
+fn tool_search(catalog: &Catalog, style: &ListStyle, ttl_ms: u64) -> Result<(ToolSearch, ToolsListPages), ConfigError> {
+    if let Some(taken) = [SEARCH_TOOL, CALL_TOOL]
+        .into_iter()
+        .find(|name| catalog.get(name).is_some())
+    {
+        return Err(ConfigError(format!(
+            "at `tools_list.mode`: a tool is named {taken:?}, the name of one of tool search's own tools; \
+             give it another (`tools.M.name`)"
+        )));
+    }
+    let search = ToolSearch::build(catalog);
+    let style = ListStyle {
+        ttl_ms,
+        ..style.clone()
+    };
+    let pages = ToolsListPages::fixed(search.definitions(), &style);
+    Ok((search, pages))
 }
 
 /// The request headers a call forwards: the configured ones, then the W3C trace context.

@@ -129,4 +129,5 @@ mod observations;
 mod progress;
 mod routing_header;
 mod strict_arguments;
+mod tool_search;
 mod wrapped_roots;

@@ -40,6 +40,9 @@ impl Server {
                 "Invalid params: tools/call needs `name`, a string",
             ));
         };
+        if let Some(handled) = self.call_search_tool(context, id, name, params, slot, observed) {
+            return handled;
+        }
         // A tool outside the caller's grants answers exactly like one that does not exist,
         // unless callers are told which scopes it needs (step-up).
         let found = self.catalog.get(name);
@@ -82,7 +85,7 @@ impl Server {
                     context.era,
                     slot,
                     frames,
-                    call_metadata(tool, context.headers, context.caller),
+                    call_metadata(tool, Some(arguments), context.headers, context.caller),
                 );
                 call.task = task.map(Box::new);
                 // Progress goes on an SSE answer to one call, when the client reads SSE.
@@ -239,11 +242,21 @@ fn stream_items<'a>(tool: &Tool, arguments: &'a Value) -> Result<&'a Vec<Value>,
     Ok(items)
 }
 
-/// The service's static metadata, then each forwarded header the request carries, every
-/// value of one sent more than once (a static key is not overridden by a client), then who the
-/// verified caller is (`caller_metadata`, whose names nothing else may set).
-pub(super) fn call_metadata(tool: &Tool, headers: &McpHeaders, caller: &Caller) -> Vec<(String, String)> {
-    let mut metadata = tool.metadata.clone();
+/// The tool's metadata (the service's, and the tool's own from its `arguments`, where it has
+/// them), then each forwarded header the request carries, every value of one sent more than
+/// once (a configured key is not overridden by a client), then who the verified caller is
+/// (`caller_metadata`, whose names nothing else may set).
+pub(super) fn call_metadata(
+    tool: &Tool,
+    arguments: Option<&Value>,
+    headers: &McpHeaders,
+    caller: &Caller,
+) -> Vec<(String, String)> {
+    let mut metadata: Vec<(String, String)> = tool
+        .metadata
+        .iter()
+        .filter_map(|(key, value)| Some((key.clone(), value.render(arguments)?)))
+        .collect();
     let forwarded = headers
         .forwarded
         .iter()

@@ -228,7 +228,9 @@ impl Server {
             era,
             slot,
             grpc::frame::grpc_frame(&name_request(&task.operation)),
-            call_metadata(&tool, context.headers, context.caller),
+            // The Operations service's calls carry the tool's fixed metadata: they have no
+            // arguments of the tool's to read.
+            call_metadata(&tool, None, context.headers, context.caller),
         )
         .redirected(operations_redirect(&tool, stage, tool.timeout), step);
         Ok(Handled::Call(call))

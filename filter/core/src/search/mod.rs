@@ -1,0 +1,315 @@
+//! Tool search: a catalog of any size behind two tools. `search_tools` takes a request in
+//! words (and, optionally, a service and a kind) and answers with the best-matching tools'
+//! definitions, ranked over what the descriptors say ([`index`]); `call_tool` calls a tool it
+//! found, checked at the gate exactly as a listed tool's call is. What an agent reads before
+//! its first call stays the same whatever the catalog's size.
+
+pub mod index;
+pub mod words;
+
+use serde_json::value::RawValue;
+use serde_json::{json, Value};
+
+use crate::catalog::{Catalog, Tool};
+use index::{Document, Index, Source};
+use words::Words;
+
+/// The tool that searches the catalog.
+pub const SEARCH_TOOL: &str = "search_tools";
+/// The tool that calls a tool the search found.
+pub const CALL_TOOL: &str = "call_tool";
+/// How many tools a search answers with, unless it asks for another number (at most
+/// [`MAX_RESULTS`]).
+pub const DEFAULT_RESULTS: usize = 5;
+pub const MAX_RESULTS: usize = 20;
+/// The longest query read, in bytes: a request in words, not a document.
+pub const MAX_QUERY_BYTES: usize = 1000;
+/// How deep the input schema's objects are read for field names.
+const SCHEMA_DEPTH: usize = 3;
+
+/// The search over one catalog, built with it.
+#[derive(Debug)]
+pub struct ToolSearch {
+    words: Words,
+    index: Index,
+    /// The two tools' definitions, as `tools/list` shows them.
+    definitions: Vec<Box<RawValue>>,
+}
+
+/// A search's arguments, checked.
+#[derive(Debug, PartialEq)]
+pub struct Query<'a> {
+    pub text: &'a str,
+    pub service: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub limit: usize,
+}
+
+impl ToolSearch {
+    /// The search over `catalog`'s tools, in its order.
+    pub fn build(catalog: &Catalog) -> Self {
+        let words = Words::default();
+        let documents = catalog.tools().map(|tool| document(&words, tool)).collect();
+        ToolSearch {
+            index: Index::new(documents),
+            definitions: definitions(),
+            words,
+        }
+    }
+
+    /// The definitions `tools/list` shows in search mode.
+    pub fn definitions(&self) -> impl Iterator<Item = &RawValue> {
+        self.definitions.iter().map(AsRef::as_ref)
+    }
+
+    /// The tools that best match `query`, best first, among those `visible` lets the caller
+    /// see: their definitions, as a `structuredContent` object's JSON text.
+    pub fn answer(&self, catalog: &Catalog, query: &Query<'_>, visible: impl Fn(&Tool) -> bool) -> String {
+        let admits = |number: usize| {
+            catalog.tool_at(number).is_some_and(|tool| {
+                visible(tool)
+                    && query.service.is_none_or(|service| names_service(tool, service))
+                    && query.kind.is_none_or(|kind| tool.kind.label() == kind)
+            })
+        };
+        let found: Vec<&Tool> = self
+            .index
+            .scores(&self.words, query.text, admits)
+            .into_iter()
+            .take(query.limit)
+            .filter_map(|(number, _)| catalog.tool_at(number).map(AsRef::as_ref))
+            .collect();
+        let mut json = String::from(r#"{"tools":["#);
+        for (position, tool) in found.iter().enumerate() {
+            if position > 0 {
+                json.push(',');
+            }
+            json.push_str(tool.definition.get());
+        }
+        json.push_str("]}");
+        json
+    }
+
+    /// The stems held and the entries of their lists.
+    pub fn size(&self) -> (usize, usize) {
+        self.index.size()
+    }
+}
+
+/// Whether `service` names the tool's service: its full name, or its own name, in any case.
+fn names_service(tool: &Tool, service: &str) -> bool {
+    let full = tool.service_name();
+    let short = full.rsplit('.').next().unwrap_or(full);
+    full.eq_ignore_ascii_case(service) || short.eq_ignore_ascii_case(service)
+}
+
+impl<'a> Query<'a> {
+    /// A search's arguments, or what is wrong with them (as an argument error's words).
+    pub fn read(arguments: &'a Value) -> Result<Self, String> {
+        let Some(arguments) = arguments.as_object() else {
+            return Err("the arguments must be an object".into());
+        };
+        if let Some(unknown) = arguments
+            .keys()
+            .find(|key| !["query", "service", "kind", "limit"].contains(&key.as_str()))
+        {
+            return Err(format!(
+                "unknown argument `{unknown}`; a search takes query, service, kind and limit"
+            ));
+        }
+        let text = match arguments.get("query") {
+            Some(Value::String(text)) if !text.trim().is_empty() => text.as_str(),
+            Some(Value::String(_)) | None => {
+                return Err("`query` is required: say in words what the tool should do".into())
+            }
+            Some(_) => return Err("`query` must be a string".into()),
+        };
+        if text.len() > MAX_QUERY_BYTES {
+            return Err(format!(
+                "`query` has {} bytes; a query is at most {MAX_QUERY_BYTES}",
+                text.len()
+            ));
+        }
+        let text_argument = |name: &str| match arguments.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => Ok(Some(text.as_str())),
+            Some(_) => Err(format!("`{name}` must be a string")),
+        };
+        let service = text_argument("service")?;
+        let kind = text_argument("kind")?;
+        if let Some(kind) = kind.filter(|kind| !KINDS.contains(kind)) {
+            return Err(format!("`kind` {kind:?} is not one of {}", KINDS.join(", ")));
+        }
+        let limit = match arguments.get("limit") {
+            None | Some(Value::Null) => DEFAULT_RESULTS,
+            Some(limit) => match limit.as_u64() {
+                Some(limit @ 1..=20) => usize::try_from(limit).unwrap_or(MAX_RESULTS),
+                _ => return Err(format!("`limit` must be a whole number from 1 to {MAX_RESULTS}")),
+            },
+        };
+        Ok(Query {
+            text,
+            service,
+            kind,
+            limit,
+        })
+    }
+}
+
+/// The kinds a search can keep to, as [`crate::streams::CallKind::label`] writes them.
+const KINDS: [&str; 4] = [
+    "unary",
+    "server-streaming",
+    "client-streaming",
+    "bidirectional-streaming",
+];
+
+/// A tool's words, from its definition (what an agent would read) and its method's names.
+fn document(words: &Words, tool: &Tool) -> Document {
+    let mut document = Document::default();
+    document.add(words, Source::Name, tool.method_name());
+    if !tool.name.contains(tool.method_name()) {
+        document.add(words, Source::Name, &tool.name);
+    }
+    let service = tool.method.parent_service();
+    document.add(words, Source::Service, service.name());
+    document.add(words, Source::Package, service.package_name());
+    let definition = tool.definition_value();
+    if let Some(title) = definition.get("title").and_then(Value::as_str) {
+        document.add(words, Source::Title, title);
+    }
+    if let Some(description) = definition.get("description").and_then(Value::as_str) {
+        document.add(words, Source::Description, description);
+    }
+    if let Some(input) = definition.get("inputSchema") {
+        schema_words(
+            words,
+            &mut document,
+            input,
+            (Source::InputField, Source::InputText),
+            SCHEMA_DEPTH,
+        );
+        if let Some(Value::Object(definitions)) = input.get("$defs") {
+            for schema in definitions.values() {
+                schema_words(words, &mut document, schema, (Source::InputField, Source::InputText), 1);
+            }
+        }
+    }
+    if let Some(output) = definition.get("outputSchema") {
+        schema_words(
+            words,
+            &mut document,
+            output,
+            (Source::OutputField, Source::OutputField),
+            1,
+        );
+    }
+    document
+}
+
+/// The field names, comments and enum values of a JSON Schema, `depth` objects deep.
+fn schema_words(words: &Words, document: &mut Document, schema: &Value, (names, text): (Source, Source), depth: usize) {
+    if depth == 0 {
+        return;
+    }
+    if let Some(Value::Array(values)) = schema.get("enum") {
+        for value in values.iter().filter_map(Value::as_str) {
+            document.add(words, text, value);
+        }
+    }
+    if let Some(items) = schema.get("items") {
+        schema_words(words, document, items, (names, text), depth);
+    }
+    for combined in ["anyOf", "oneOf"] {
+        if let Some(Value::Array(options)) = schema.get(combined) {
+            for option in options {
+                schema_words(words, document, option, (names, text), depth);
+            }
+        }
+    }
+    let Some(Value::Object(properties)) = schema.get("properties") else {
+        return;
+    };
+    for (name, property) in properties {
+        document.add(words, names, name);
+        if let Some(description) = property.get("description").and_then(Value::as_str) {
+            document.add(words, text, description);
+        }
+        schema_words(words, document, property, (names, text), depth - 1);
+    }
+}
+
+/// The two tools' definitions.
+fn definitions() -> Vec<Box<RawValue>> {
+    let search = json!({
+        "name": SEARCH_TOOL,
+        "title": "Search the tools",
+        "description": "Finds the tools for a task among every tool this server offers. Say in words what you want to do \
+            (\"delete keys in a range\", \"list the containers of a namespace\"); the answer lists the best-matching tools, \
+            best first, each with its name, description and inputSchema. Then call one with call_tool.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "minLength": 1, "maxLength": MAX_QUERY_BYTES,
+                          "description": "What the tool should do, in words."},
+                "service": {"type": "string",
+                            "description": "Only tools of this gRPC service (its full name or its own name, e.g. \"KV\")."},
+                "kind": {"type": "string", "enum": KINDS,
+                         "description": "Only tools of this kind of method."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_RESULTS, "default": DEFAULT_RESULTS,
+                          "description": "How many tools to answer with."}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        },
+        "outputSchema": {
+            "type": "object",
+            "properties": {"tools": {"type": "array", "items": {"type": "object"},
+                                     "description": "The tools found, best first, as tools/list would show them."}},
+            "required": ["tools"]
+        },
+        "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
+    });
+    let call = json!({
+        "name": CALL_TOOL,
+        "title": "Call a tool",
+        "description": "Calls a tool that search_tools found, with its arguments (which must match the tool's \
+            inputSchema). The result is the tool's own.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {
+                "name": {"type": "string", "minLength": 1, "description": "The tool's name, as search_tools gave it."},
+                "arguments": {"type": "object", "description": "The tool's arguments."}
+            },
+            "required": ["name"],
+            "additionalProperties": false
+        }
+    });
+    // A `Value` always writes as JSON text.
+    [search, call]
+        .iter()
+        .filter_map(|definition| serde_json::value::to_raw_value(definition).ok())
+        .collect()
+}
+
+/// The arguments of a `call_tool` call: the tool's name and its arguments.
+pub fn called(arguments: &Value) -> Result<(&str, Option<&Value>), String> {
+    let Some(arguments) = arguments.as_object() else {
+        return Err("the arguments must be an object".into());
+    };
+    if let Some(unknown) = arguments
+        .keys()
+        .find(|key| !["name", "arguments"].contains(&key.as_str()))
+    {
+        return Err(format!(
+            "unknown argument `{unknown}`; call_tool takes name and arguments"
+        ));
+    }
+    match arguments.get("name") {
+        Some(Value::String(name)) if !name.is_empty() => Ok((name, arguments.get("arguments"))),
+        _ => Err("`name` is required: the name of a tool search_tools found".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests;
