@@ -78,11 +78,7 @@ impl PluginConfig {
                 )));
             }
             for (key, value) in &tool.metadata {
-                let at = format!("at `tools.{selector}.metadata.{key}`");
-                check_metadata_key(key).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
-                if !value.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
-                    return Err(ConfigError(format!("{at}: metadata values must be printable ASCII")));
-                }
+                check_metadata_entry(&format!("at `tools.{selector}.metadata.{key}`"), key, value)?;
             }
         }
         for (index, origin) in self.allowed_origins.iter().enumerate() {
@@ -215,14 +211,17 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
         _ => {}
     }
     for (key, value) in &service.metadata {
-        check_metadata_key(key)
-            .map_err(|problem| ConfigError(format!("{}: {problem}", at(&format!("metadata.{key}")))))?;
-        if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
-            return Err(ConfigError(format!(
-                "{}: metadata values must be printable ASCII",
-                at(&format!("metadata.{key}"))
-            )));
-        }
+        check_metadata_entry(&at(&format!("metadata.{key}")), key, value)?;
+    }
+    Ok(())
+}
+
+/// A configured metadata entry (`at` names it): a key that may be set, a value that is
+/// printable ASCII.
+fn check_metadata_entry(at: &str, key: &str, value: &str) -> Result<(), ConfigError> {
+    check_metadata_key(key).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+    if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return Err(ConfigError(format!("{at}: metadata values must be printable ASCII")));
     }
     Ok(())
 }
