@@ -142,8 +142,8 @@ impl<'a> Query<'a> {
         }
         let limit = match arguments.get("limit") {
             None | Some(Value::Null) => DEFAULT_RESULTS,
-            Some(limit) => match limit.as_u64() {
-                Some(limit @ 1..=20) => usize::try_from(limit).unwrap_or(MAX_RESULTS),
+            Some(limit) => match limit.as_u64().and_then(|limit| usize::try_from(limit).ok()) {
+                Some(limit) if (1..=MAX_RESULTS).contains(&limit) => limit,
                 _ => return Err(format!("`limit` must be a whole number from 1 to {MAX_RESULTS}")),
             },
         };
