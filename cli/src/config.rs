@@ -64,6 +64,16 @@ pub struct ConfigArgs {
     /// services given whole as tools too (`streaming: true`); without it they are skipped.
     #[arg(long)]
     pub streaming: bool,
+    /// gRPC metadata sent with every call of a service or one tool:
+    /// `package.Service:NAME=VALUE` or `package.Service/Method:NAME=VALUE` (repeatable), like
+    /// `containerd.services.version.v1.Version:containerd-namespace=default`. A tool's VALUE
+    /// may take a field of the call's arguments, `{field}` (percent-encoded).
+    #[arg(long = "metadata", value_name = "TARGET:NAME=VALUE", value_parser = parse_metadata)]
+    pub metadata: Vec<Metadata>,
+    /// How agents find the tools: `list` (tools/list shows every tool) or `search` (two tools
+    /// whatever the catalog's size: a search in words, and a call of a tool it found).
+    #[arg(long, value_enum, default_value_t = DiscoveryArg::List)]
+    pub discovery: DiscoveryArg,
     /// A request header to forward upstream as gRPC metadata (repeatable; written in lowercase).
     #[arg(long = "forward-header", value_name = "NAME")]
     pub forward_headers: Vec<String>,
@@ -107,6 +117,21 @@ pub struct ConfigArgs {
     pub image: String,
 }
 
+/// `--discovery`: the configuration's `discovery`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DiscoveryArg {
+    List,
+    Search,
+}
+
+/// A `--metadata`: one entry of a service's or a tool's `metadata`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Metadata {
+    pub target: String,
+    pub name: String,
+    pub value: String,
+}
+
 /// A `--timeout-ms`: for every service, one service, or one tool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timeout {
@@ -147,6 +172,22 @@ fn parse_caller_metadata(value: &str) -> Result<(String, String), String> {
     match value.split_once('=') {
         Some((name, claim)) if !name.is_empty() && !claim.is_empty() => Ok((name.to_owned(), claim.to_owned())),
         _ => Err(format!("{value:?}: write NAME=CLAIM, like x-caller-sub=sub")),
+    }
+}
+
+fn parse_metadata(value: &str) -> Result<Metadata, String> {
+    let entry = value
+        .split_once(':')
+        .and_then(|(target, entry)| Some((target, entry.split_once('=')?)));
+    match entry {
+        Some((target, (name, metadata_value))) if !target.is_empty() && !name.is_empty() => Ok(Metadata {
+            target: target.to_owned(),
+            name: name.to_owned(),
+            value: metadata_value.to_owned(),
+        }),
+        _ => Err(format!(
+            "{value:?}: write package.Service:NAME=VALUE or package.Service/Method:NAME=VALUE"
+        )),
     }
 }
 
@@ -371,7 +412,29 @@ pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<Str
             }
         }
     }
+    for entry in &args.metadata {
+        let metadata = match &entry.target {
+            service if is_service(service) => services.get_mut(service),
+            selector if owner_of(selector).is_some_and(|owner| is_service(&owner)) => {
+                Some(tools.entry(selector.clone()).or_insert_with(|| json!({})))
+            }
+            other => return Err(format!("--metadata {other}:…: names no --service and no method of one")),
+        };
+        if let Some(Value::Object(target)) = metadata {
+            let map = target.entry("metadata").or_insert_with(|| json!({}));
+            if map.get(&entry.name).is_some() {
+                return Err(format!(
+                    "--metadata {}:{}: given twice; give each name once per target",
+                    entry.target, entry.name
+                ));
+            }
+            map[&entry.name] = json!(entry.value);
+        }
+    }
     let mut config = Map::new();
+    if args.discovery == DiscoveryArg::Search {
+        config.insert("discovery".into(), json!("search"));
+    }
     config.insert(
         "descriptor_set".into(),
         json!(base64::engine::general_purpose::STANDARD.encode(descriptor_set)),

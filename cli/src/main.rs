@@ -18,6 +18,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use serde_json::{json, Value};
+use switchblade_core::config::DiscoveryTools;
 use switchblade_core::search::{Query, ToolSearch};
 use switchblade_core::server::Server;
 
@@ -40,8 +41,8 @@ enum Command {
         /// The plugin configuration (JSON), as printed by `switchblade config`; `-` reads
         /// standard input.
         config: String,
-        /// Print instead the names of the tools `search_tools` answers this request in words
-        /// with, best first (repeatable; whatever `tools_list.mode` says): how an agent finds
+        /// Print instead the names of the tools the search tool answers this request in words
+        /// with, best first (repeatable; whatever `discovery` says): how an agent finds
         /// the catalog's tools.
         #[arg(long = "search", value_name = "WORDS")]
         searches: Vec<String>,
@@ -163,7 +164,7 @@ fn tools(file: &str, searches: &[String], limit: usize) -> Result<Output, String
 /// What tool search finds in the server's catalog for each request: the names, best first.
 fn search(server: &Server, searches: &[String], limit: usize) -> Result<Output, String> {
     let catalog = server.catalog();
-    let index = ToolSearch::build(catalog);
+    let index = ToolSearch::build(catalog, &DiscoveryTools::default());
     let mut answers = Vec::new();
     for text in searches {
         let arguments = json!({"query": text, "limit": limit});

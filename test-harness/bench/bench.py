@@ -37,7 +37,7 @@ from memory import memory_figures, memory_table  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_messages, scale_plugin  # noqa: E402
 from systems import (  # noqa: E402
     CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_systems, bootstrap,
-    search_system, tools_found, tools_list_system,
+    search_system, switchblade_plugin, tools_found, tools_list_system,
 )
 
 GRPC_BENCH = REPO / "target/release/grpc-bench"
@@ -301,9 +301,9 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                ("q", "p"), ("r", "p"),
                # Rate limits that never trigger, against none (#26).
                ("k", "e"), ("l", "h"),
-               # A search (S: Wasm filter, T: module) over 1,001 and 10,001 tools, against a
-               # tools/call of GetItem (#51).
-               ("S1k", "e"), ("S10k", "e"), ("T1k", "h"), ("T10k", "h")]
+               # A search (S: Wasm filter, T: module) over containerd's API and 1,001 and 10,001
+               # tools, against a tools/call of GetItem in the same build.
+               ("Sctd", "e"), ("S1k", "e"), ("S10k", "e"), ("Tctd", "h"), ("T1k", "h"), ("T10k", "h")]
 
 
 # What each way of reaching the method from HTTP adds to a plain gRPC proxy's latency per call.
@@ -347,6 +347,9 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     catalogs = [(f"{methods // 1000}k", f"{methods + 1:,} tools ({scale_messages(methods):,} messages)",
                  scale_plugin(CLI, WORK / "bench-scale", methods)) for methods in options.scale_methods]
     catalogs.append(("3", "3 tools (the benchmark's own catalog)", None))
+    containerd = real_catalog("containerd")
+    if containerd and not options.smoke:
+        catalogs.insert(0, ("ctd", "containerd 1.6's API (Debian's protos, streams included)", containerd))
     systems = [scale_system(size, f"tools/list, {title}", plugin, module)
                for size, title, plugin in catalogs for module in (False, True)]
     # Search mode over the same catalogs: what a search costs, and what an agent reads first.
@@ -360,6 +363,11 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
         SYSTEMS_BY_KEY[system.key] = system
         print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
         runs += run_system(system, upstream, descriptors, options, options.scale_connections, figures)
+    # A tools/call of GetItem in each build at the same concurrencies, in the same minutes: what
+    # a search's cost is compared with.
+    for key in ("e", "h"):
+        print(f"({key}) {SYSTEMS_BY_KEY[key].title}, beside the searches", file=sys.stderr, flush=True)
+        runs += run_system(SYSTEMS_BY_KEY[key], upstream, descriptors, options, options.scale_connections)
     lines = ["| catalog | tools | first page | catalog build (ms, per VM) | Wasm VM memory | Envoy RSS | "
              "tcmalloc allocated | first page's bytes | every page's bytes (before a first call) | "
              "every page, one after another |",
@@ -374,7 +382,35 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
                      f"{figure.walk_ms:.1f} ms |")
     lines.append(f"\n`.wasm`: {WASM.binary.stat().st_size:,} bytes.")
     memory = run_memory(upstream, descriptors, options, catalogs[-1:] if options.smoke else [catalogs[-1], catalogs[0]])
-    return runs, "\n".join(lines) + "\n\nWhere Envoy's memory goes, idle after one tools/list (MiB):\n\n" + memory
+    return runs, ("\n".join(lines) + "\n\nWhere Envoy's memory goes, idle after one tools/list (MiB):\n\n" + memory
+                  + "\n\nTool search's index against the catalog it indexes (live heap, natively):\n\n"
+                  + index_table(catalogs))
+
+
+def index_table(catalogs: list[tuple[str, str, dict | None]]) -> str:
+    """What the search index holds against its catalog, counted natively by the core's
+    `search_index` bench over each catalog's configuration."""
+    directory = WORK / "bench-index"
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    for size, _, plugin in catalogs:
+        path = directory / f"{size}.json"
+        path.write_text(json.dumps(plugin or switchblade_plugin()))
+        files.append(str(path))
+    return subprocess.run(["cargo", "bench", "--quiet", "--locked", "-p", "switchblade-core", "--bench", "search_index",
+                           "--", *files], cwd=REPO, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def real_catalog(api: str) -> dict | None:
+    """The plugin configuration of a real API from its Debian protos, as the search suite builds
+    it (test_search.py), or None where its packages cannot be fetched."""
+    import pytest
+    from test_search import api_config
+    try:
+        return api_config(api)
+    except pytest.skip.Exception as skipped:
+        print(f"  no {api} catalog: {skipped}", file=sys.stderr, flush=True)
+        return None
 
 
 def scale_system(size: str, title: str, plugin: dict | None, module: bool) -> System:
@@ -498,6 +534,8 @@ def main() -> None:
     if scale_runs:
         print("\nScale (Switchblade only):\n")
         print(runs_table(scale_runs))
+        print("\nA search against a tools/call of GetItem (one round each):\n")
+        print(ratios_table(scale_runs, options.scale_connections))
         print()
         print(scale_table)
     if retried:

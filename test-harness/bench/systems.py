@@ -351,7 +351,7 @@ def tools_found(body: str) -> str:
 def search_system(key: str, title: str, plugin: dict[str, Any] | None, module: bool = False) -> System:
     """Switchblade answering a `search_tools` call (no upstream call) over the catalog of
     `plugin` in search mode."""
-    searching = {**(plugin or switchblade_plugin()), "tools_list": {"mode": "search"}}
+    searching = {**(plugin or switchblade_plugin()), "discovery": "search"}
 
     def filters(descriptors: str, wasm: str) -> list[dict[str, Any]]:
         return [*(switchblade_module(searching) if module else switchblade(wasm, searching)), router()]

@@ -2,7 +2,8 @@
 .work), behind Switchblade from its own API protos (Debian's
 `golang-github-containerd-containerd-dev`), in tool search mode. containerd refuses a call
 that names no namespace; `services.S.metadata` sends its `containerd-namespace` header, and a
-search finds its tools. The packages are downloaded and unpacked, not
+search finds its tools, among them `Events/Subscribe`, a server stream whose window sees a
+namespace created while it is open. The packages are downloaded and unpacked, not
 installed."""
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -26,6 +29,10 @@ NAMESPACES = "containerd.services.namespaces.v1.Namespaces"
 CONTAINERS = "containerd.services.containers.v1.Containers"
 VERSION = "containerd.services.version.v1.Version"
 LEASES = "containerd.services.leases.v1.Leases"
+EVENTS = "containerd.services.events.v1.Events"
+SERVICES_SERVED = (NAMESPACES, CONTAINERS, VERSION, LEASES, EVENTS)
+# How long a Subscribe gathers events: its tool's window.
+SUBSCRIBE_WINDOW_MS = 4000
 
 
 class Containerd(Peer):
@@ -72,18 +79,19 @@ def containerd_plugin(namespace: str | None) -> dict:
     api = unpacked("golang-github-containerd-containerd-dev") / API
     gogo = unpacked("golang-github-gogo-protobuf-dev") / API / "github.com/gogo/protobuf"
     protos = [f"{SERVICES}/{name}" for name in ["namespaces/v1/namespace.proto", "containers/v1/containers.proto",
-                                                 "version/v1/version.proto", "leases/v1/leases.proto"]]
-    command = [str(CLI_BIN), "config", "-I", str(api), "-I", str(gogo), *protos]
-    for service in (NAMESPACES, CONTAINERS, VERSION, LEASES):
+                                                 "version/v1/version.proto", "leases/v1/leases.proto",
+                                                 "events/v1/events.proto"]]
+    # The events' own messages, which an envelope's `event` (an Any) holds.
+    protos.append("github.com/containerd/containerd/api/events/namespace.proto")
+    command = [str(CLI_BIN), "config", "-I", str(api), "-I", str(gogo), *protos, "--streaming", "--discovery", "search",
+               "--timeout-ms", f"{EVENTS}/Subscribe={SUBSCRIBE_WINDOW_MS}"]
+    for service in SERVICES_SERVED:
         command += ["--service", f"{service}=demo_grpc"]
+        if namespace:
+            command += ["--metadata", f"{service}:containerd-namespace={namespace}"]
     result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
-    plugin = json.loads(result.stdout)
-    plugin["tools_list"] = {"mode": "search"}
-    if namespace:
-        for service in (NAMESPACES, CONTAINERS, VERSION, LEASES):
-            plugin["services"][service]["metadata"] = {"containerd-namespace": namespace}
-    return plugin
+    return json.loads(result.stdout)
 
 
 @pytest.fixture(scope="module")
@@ -117,6 +125,36 @@ def test_an_agent_finds_and_calls_containerds_tools_with_its_namespace(container
         # A wrongly typed argument never reaches containerd.
         refused = mcp.call_tool("call_tool", {"name": "Containers_Get", "arguments": {"id": {"$ne": None}}})
         assert refused["isError"] is True and "Invalid arguments for tool Containers_Get" in refused["content"][0]["text"]
+
+
+def test_a_subscription_sees_a_namespace_created_in_its_window(containerd_binary) -> None:
+    with in_front_of(Containerd(containerd_binary).start(), containerd_plugin("switchblade"), "envoy-containerd-events") as envoy:
+        mcp = Mcp(envoy.mcp_url)
+        found = mcp.call_tool("search_tools", {"query": "watch the events of containerd as they happen",
+                                               "kind": "server-streaming"})["structuredContent"]["tools"]
+        assert found[0]["name"] == "Events_Subscribe", [tool["name"] for tool in found]
+        subscribed: dict = {}
+
+        def subscribe() -> None:
+            subscribed.update(Mcp(envoy.mcp_url).call_tool(
+                "call_tool", {"name": "Events_Subscribe", "arguments": {"filters": ['topic~="/namespaces/"']}}))
+
+        window = threading.Thread(target=subscribe)
+        window.start()
+        # Well inside the window: containerd has the subscription before the namespace comes.
+        time.sleep(SUBSCRIBE_WINDOW_MS / 4000)
+        created = mcp.call_tool("call_tool", {"name": "Namespaces_Create", "arguments": {"namespace": {"name": "during"}}})
+        assert created["isError"] is False, created
+        window.join(timeout=SUBSCRIBE_WINDOW_MS / 1000 + 10)
+        # The window's end is how a subscription ends: the events gathered, not an error.
+        assert subscribed.get("isError") is False, subscribed
+        envelopes = subscribed["structuredContent"]["messages"]
+        creations = [envelope for envelope in envelopes if envelope["topic"] == "/namespaces/create"]
+        # containerd writes the event's type URL bare (its typeurl package), and the Any is
+        # rendered with the message the descriptors give that name.
+        assert [envelope["event"] for envelope in creations] == [
+            {"@type": "containerd.events.NamespaceCreate", "name": "during", "labels": {}}], envelopes
+        assert creations[0]["namespace"] == "switchblade"
 
 
 def test_without_its_namespace_containerd_refuses_the_call(containerd_binary) -> None:

@@ -1,5 +1,5 @@
 """Tool search over real APIs: etcd, containerd and Gitaly from their own protos (Debian's
-packages), each a catalog in `tools_list.mode: search` behind a real Envoy. The benchmark set
+packages), each a catalog in `discovery: search` behind a real Envoy. The benchmark set
 (`test-harness/search/tasks.json`, written by hand: requests in words and the method each
 should find) is asked of `search_tools`; recall@1 and recall@5 must not fall below what
 BENCHMARKS.md reports. The answers an agent reads before its first call are measured too."""
@@ -48,7 +48,7 @@ def tool_name(selector: str) -> str:
 def api(request, upstream: Upstream) -> Iterator[tuple[str, Mcp, dict]]:
     name = request.param
     config = api_config(name)
-    config["tools_list"] = {"mode": "search"}
+    config["discovery"] = "search"
     proxy = Envoy(upstream, plugin=config, name=f"envoy-search-{name}").start()
     try:
         yield name, Mcp(proxy.mcp_url), config

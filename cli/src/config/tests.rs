@@ -20,6 +20,8 @@ fn users_args(format: Format) -> ConfigArgs {
         tool_names: vec![],
         timeouts: vec![],
         streaming: false,
+        metadata: vec![],
+        discovery: DiscoveryArg::List,
         forward_headers: vec!["X-Request-Id".into()],
         resource: None,
         authorization_servers: vec![],
@@ -281,6 +283,50 @@ fn protos_become_a_configuration_the_filter_accepts() {
     assert_eq!(
         config(&orphan).unwrap_err(),
         "--method other.Svc/M: not a method of any --service (write package.Service/Method)"
+    );
+}
+
+#[test]
+fn metadata_is_written_per_service_and_tool_and_discovery_when_asked() {
+    let args = ConfigArgs {
+        metadata: vec![
+            parse_metadata("demo.users.v1.UserService:x-tenant=acme").unwrap(),
+            parse_metadata("demo.users.v1.UserService/GetUser:x-user=id={user_id}").unwrap(),
+        ],
+        discovery: DiscoveryArg::Search,
+        ..users_args(Format::Json)
+    };
+    let value: Value = serde_json::from_str(&config(&args).unwrap()).unwrap();
+    assert_eq!(
+        value["services"]["demo.users.v1.UserService"]["metadata"],
+        json!({"x-tenant": "acme"})
+    );
+    assert_eq!(
+        value["tools"]["demo.users.v1.UserService/GetUser"]["metadata"],
+        json!({"x-user": "id={user_id}"})
+    );
+    assert_eq!(value["discovery"], "search");
+    assert!(parse_metadata("a.B=x").is_err());
+    assert!(parse_metadata(":x=1").is_err());
+    let elsewhere = ConfigArgs {
+        metadata: vec![parse_metadata("other.Svc:x=1").unwrap()],
+        ..users_args(Format::Json)
+    };
+    assert_eq!(
+        config(&elsewhere).unwrap_err(),
+        "--metadata other.Svc:…: names no --service and no method of one"
+    );
+    // The filter's own refusals hold: a reserved name is refused before anything is printed.
+    let reserved = ConfigArgs {
+        metadata: vec![parse_metadata("demo.users.v1.UserService:grpc-timeout=1S").unwrap()],
+        ..users_args(Format::Json)
+    };
+    let refused = config(&reserved).unwrap_err();
+    assert!(
+        refused.starts_with(
+            "the configuration would be refused: at `services.demo.users.v1.UserService.metadata.grpc-timeout`"
+        ),
+        "{refused}"
     );
 }
 

@@ -10,7 +10,9 @@ use prost_reflect::{DescriptorPool, MessageDescriptor, MethodDescriptor, Service
 use serde_json::value::{to_raw_value, RawValue};
 use serde_json::{json, Map, Value};
 
-use crate::config::{parse_selector, ConfigError, Exposure, PluginConfig, ServiceConfig, ToolOverride};
+use crate::config::{
+    parse_selector, ConfigError, Exposure, MetadataArguments, PluginConfig, ServiceConfig, ToolOverride,
+};
 use crate::docs::Docs;
 use crate::grpc;
 use crate::proto_json::gate::Gate;
@@ -57,6 +59,8 @@ pub struct Tool {
     /// The gRPC metadata its calls carry: the service's, and the tool's own over it (see
     /// [`MetadataValue`]).
     pub metadata: Vec<(String, MetadataValue)>,
+    /// Whether the arguments the metadata reads are cleared from the request message.
+    pub metadata_arguments: MetadataArguments,
     /// The request message's JSON is not an object (a Timestamp, say): the arguments carry it
     /// as `{"value": …}`, since MCP needs an object.
     pub wrap_input: bool,
@@ -405,6 +409,7 @@ fn build_tool(
             overrides,
             (!kind.sends_many() && !wrap_input).then(|| method.input()),
         )?,
+        metadata_arguments: overrides.metadata_arguments,
         wrap_input,
         wrap_output,
         method,
@@ -439,6 +444,13 @@ fn tool_metadata(
     for (key, template) in &overrides.metadata {
         let at = format!("at `tools.{selector}.metadata.{key}`");
         metadata.push((key.clone(), MetadataValue::parse(&at, template, input.as_ref())?));
+    }
+    let reads_arguments = metadata.iter().any(|(_, value)| value.arguments().next().is_some());
+    if overrides.metadata_arguments == MetadataArguments::Remove && !reads_arguments {
+        return Err(ConfigError(format!(
+            "at `tools.{selector}.metadata_arguments`: `remove` clears the arguments the tool's metadata reads, \
+             and no `tools.{selector}.metadata` entry reads one (write `{{field}}` in a value)"
+        )));
     }
     Ok(metadata)
 }
@@ -537,4 +549,4 @@ mod tests;
 
 pub mod metadata;
 
-pub use metadata::MetadataValue;
+pub use metadata::{remove_argument, MetadataValue};

@@ -68,6 +68,14 @@ impl MetadataValue {
         Ok(MetadataValue { parts })
     }
 
+    /// The paths of the arguments the value reads (each field's JSON and proto names).
+    pub fn arguments(&self) -> impl Iterator<Item = &[(String, String)]> {
+        self.parts.iter().filter_map(|part| match part {
+            Part::Field(path) => Some(path.as_slice()),
+            Part::Text(_) => None,
+        })
+    }
+
     /// Fixed text, as a service's metadata is.
     pub fn fixed(text: &str) -> Self {
         MetadataValue {
@@ -97,6 +105,25 @@ impl MetadataValue {
             }
         }
         Some(text)
+    }
+}
+
+/// `arguments` without the argument at `path` (by its JSON or its proto name).
+pub fn remove_argument(arguments: &mut Value, path: &[(String, String)]) {
+    let Some(((json_name, proto_name), parents)) = path.split_last() else {
+        return;
+    };
+    let parent = parents.iter().try_fold(arguments, |value, (json_name, proto_name)| {
+        let key = if value.get(json_name).is_some() {
+            json_name
+        } else {
+            proto_name
+        };
+        value.get_mut(key)
+    });
+    if let Some(Value::Object(parent)) = parent {
+        parent.remove(json_name);
+        parent.remove(proto_name);
     }
 }
 
@@ -175,6 +202,19 @@ mod tests {
         assert_eq!(value.render(None), None);
         let fixed = MetadataValue::parse("at `x`", "acme", None).unwrap();
         assert_eq!(fixed.render(None).as_deref(), Some("acme"));
+    }
+
+    #[test]
+    fn an_argument_read_is_removed_by_either_name() {
+        let request = input("demo.catalog.v1.GetItemRequest");
+        let value = MetadataValue::parse("at `x`", "{id}", Some(&request)).unwrap();
+        let path = value.arguments().next().unwrap();
+        let mut arguments = json!({"id": "a", "other": 1});
+        remove_argument(&mut arguments, path);
+        assert_eq!(arguments, json!({"other": 1}));
+        let mut absent = json!({"other": 1});
+        remove_argument(&mut absent, path);
+        assert_eq!(absent, json!({"other": 1}));
     }
 
     #[test]

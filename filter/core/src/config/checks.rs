@@ -38,6 +38,21 @@ impl PluginConfig {
                 self.tools_list.page_size
             )));
         }
+        let tools = &self.discovery_tools;
+        for (key, name) in [("search", &tools.search), ("call", &tools.call)] {
+            if !crate::tool_name::is_valid(name) {
+                return Err(ConfigError(format!(
+                    "at `discovery_tools.{key}`: {name:?} is not a tool name, 1-{} characters of [A-Za-z0-9_-]",
+                    crate::tool_name::MAX_LEN
+                )));
+            }
+        }
+        if tools.search == tools.call {
+            return Err(ConfigError(format!(
+                "at `discovery_tools`: search and call are both named {:?}; give them two names",
+                tools.call
+            )));
+        }
         let limits = &self.limits;
         let sizes = [
             ("max_request_bytes", limits.max_request_bytes),

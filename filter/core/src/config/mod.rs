@@ -15,6 +15,10 @@ pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 pub const MAX_PAGE_SIZE: usize = 1000;
 pub const DEFAULT_LIST_TTL_MS: u64 = 300_000;
+/// The name of discovery's search tool, unless `discovery_tools.search` says otherwise.
+pub const DEFAULT_SEARCH_TOOL: &str = "search_tools";
+/// The name of discovery's call tool, unless `discovery_tools.call` says otherwise.
+pub const DEFAULT_CALL_TOOL: &str = "call_tool";
 pub const DEFAULT_REFLECTION_INTERVAL_MS: u64 = 30_000;
 /// Reading reflection more often than this would load the upstream for nothing.
 pub const MIN_REFLECTION_INTERVAL_MS: u64 = 1_000;
@@ -61,6 +65,14 @@ pub struct PluginConfig {
     /// How `tools/list` pages and how long clients may cache it.
     #[serde(default)]
     pub tools_list: ToolsListConfig,
+    /// What `tools/list` shows: every tool the caller may call (`list`), or two tools whatever
+    /// the catalog's size, one that searches the catalog and one that calls a tool it found
+    /// (`search`).
+    #[serde(default)]
+    pub discovery: Discovery,
+    /// The names of the two tools of `discovery: search`.
+    #[serde(default)]
+    pub discovery_tools: DiscoveryTools,
     /// Sizes and depths past which input and output are refused.
     #[serde(default)]
     pub limits: Limits,
@@ -322,6 +334,11 @@ pub struct ToolOverride {
     /// `{{` and `}}` are braces). An entry whose argument is absent is not sent.
     #[serde(default)]
     pub metadata: BTreeMap<String, String>,
+    /// Whether the arguments `metadata` reads stay in the request message (`keep`) or go as
+    /// metadata only (`remove`), for a service that takes a tenant or a namespace from its
+    /// metadata and not from the message.
+    #[serde(default)]
+    pub metadata_arguments: MetadataArguments,
     /// For a method that returns `google.longrunning.Operation`: the types of the operation's
     /// response and metadata, which make it a task tool (in place of, or without, the method's
     /// `google.longrunning.operation_info` option).
@@ -386,23 +403,6 @@ pub struct ToolsListConfig {
     /// `ttlMs` of `tools/list` and `server/discover` results (2026-07-28 clients cache them).
     #[serde(default = "default_list_ttl_ms")]
     pub ttl_ms: u64,
-    /// What `tools/list` shows: every tool (`full`), or two tools, `search_tools` and
-    /// `call_tool`, whatever the catalog's size (`search`).
-    #[serde(default)]
-    pub mode: ListMode,
-}
-
-/// What `tools/list` shows.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub enum ListMode {
-    /// Every tool the caller may call, paged.
-    #[default]
-    Full,
-    /// `search_tools`, which finds tools by a request in words, and `call_tool`, which calls
-    /// one: an agent's cost before its first call stays the same at any catalog size.
-    Search,
 }
 
 impl Default for ToolsListConfig {
@@ -410,7 +410,54 @@ impl Default for ToolsListConfig {
         ToolsListConfig {
             page_size: DEFAULT_PAGE_SIZE,
             ttl_ms: DEFAULT_LIST_TTL_MS,
-            mode: ListMode::Full,
+        }
+    }
+}
+
+/// Where the arguments that a tool's metadata reads go.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum MetadataArguments {
+    /// In the metadata and in the request message.
+    #[default]
+    Keep,
+    /// In the metadata only: cleared from the request message (after the gate checked them).
+    Remove,
+}
+
+/// How an agent discovers the tools.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum Discovery {
+    /// `tools/list` shows every tool the caller may call, paged.
+    #[default]
+    List,
+    /// `tools/list` shows a search tool, which finds tools by a request in words, and a call
+    /// tool, which calls one: an agent's cost before its first call stays the same at any
+    /// catalog size.
+    Search,
+}
+
+/// The names of discovery's two tools (`discovery: search`); a catalog tool may not take one.
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields, default)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DiscoveryTools {
+    /// The tool that searches the catalog (a tool name: 1-64 characters of `[A-Za-z0-9_-]`).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$")))]
+    pub search: String,
+    /// The tool that calls a tool the search found (a tool name, as `search`).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$")))]
+    pub call: String,
+}
+
+impl Default for DiscoveryTools {
+    fn default() -> Self {
+        DiscoveryTools {
+            search: DEFAULT_SEARCH_TOOL.to_owned(),
+            call: DEFAULT_CALL_TOOL.to_owned(),
         }
     }
 }

@@ -19,10 +19,17 @@ fn minimal_config_gets_defaults() {
         ToolsListConfig {
             page_size: 100,
             ttl_ms: 300_000,
-            mode: ListMode::Full,
         }
     );
     assert!(config.descriptor_set.is_none() && config.forward_headers.is_empty() && config.tools.is_empty());
+    assert_eq!(config.discovery, Discovery::List);
+    assert_eq!(
+        (
+            config.discovery_tools.search.as_str(),
+            config.discovery_tools.call.as_str()
+        ),
+        ("search_tools", "call_tool")
+    );
 }
 
 #[test]
@@ -104,6 +111,18 @@ fn refuses_bad_values() {
         (
             r#"{"tools_list":{"page_size":0},"services":{"a.B":{"cluster":"c"}}}"#,
             "at `tools_list.page_size`: 0 is not between 1 and 1000",
+        ),
+        (
+            r#"{"discovery":"search","discovery_tools":{"search":"find.tools"},"services":{"a.B":{"cluster":"c"}}}"#,
+            "at `discovery_tools.search`: \"find.tools\" is not a tool name, 1-64 characters of [A-Za-z0-9_-]",
+        ),
+        (
+            r#"{"discovery_tools":{"search":"x","call":"x"},"services":{"a.B":{"cluster":"c"}}}"#,
+            "at `discovery_tools`: search and call are both named \"x\"; give them two names",
+        ),
+        (
+            r#"{"discovery":"full","services":{"a.B":{"cluster":"c"}}}"#,
+            "unknown variant `full`, expected `list` or `search`",
         ),
         (
             r#"{"services":{"a.B":{"cluster":" "}}}"#,

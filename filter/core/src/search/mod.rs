@@ -1,8 +1,9 @@
-//! Tool search: a catalog of any size behind two tools. `search_tools` takes a request in
-//! words (and, optionally, a service and a kind) and answers with the best-matching tools'
-//! definitions, ranked over what the descriptors say ([`index`]); `call_tool` calls a tool it
-//! found, checked at the gate exactly as a listed tool's call is. What an agent reads before
-//! its first call stays the same whatever the catalog's size.
+//! Tool search (`discovery: search`): a catalog of any size behind two tools. The search tool
+//! (`search_tools` unless renamed) takes a request in words (and, optionally, a service and a
+//! kind) and answers with the best-matching tools' definitions, ranked over what the
+//! descriptors say ([`index`]); the call tool (`call_tool`) calls a tool it found, checked at
+//! the gate exactly as a listed tool's call is. What an agent reads before its first call stays
+//! the same whatever the catalog's size.
 
 pub mod index;
 pub mod words;
@@ -11,13 +12,10 @@ use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
 use crate::catalog::{Catalog, Tool};
+use crate::config::DiscoveryTools;
 use index::{Document, Index, Source};
 use words::Words;
 
-/// The tool that searches the catalog.
-pub const SEARCH_TOOL: &str = "search_tools";
-/// The tool that calls a tool the search found.
-pub const CALL_TOOL: &str = "call_tool";
 /// How many tools a search answers with, unless it asks for another number (at most
 /// [`MAX_RESULTS`]).
 pub const DEFAULT_RESULTS: usize = 5;
@@ -32,6 +30,8 @@ const SCHEMA_DEPTH: usize = 3;
 pub struct ToolSearch {
     words: Words,
     index: Index,
+    /// The two tools' names.
+    names: DiscoveryTools,
     /// The two tools' definitions, as `tools/list` shows them.
     definitions: Vec<Box<RawValue>>,
 }
@@ -46,15 +46,21 @@ pub struct Query<'a> {
 }
 
 impl ToolSearch {
-    /// The search over `catalog`'s tools, in its order.
-    pub fn build(catalog: &Catalog) -> Self {
+    /// The search over `catalog`'s tools, in its order, behind tools of these `names`.
+    pub fn build(catalog: &Catalog, names: &DiscoveryTools) -> Self {
         let words = Words::default();
         let documents = catalog.tools().map(|tool| document(&words, tool)).collect();
         ToolSearch {
             index: Index::new(documents),
-            definitions: definitions(),
+            definitions: definitions(names),
+            names: names.clone(),
             words,
         }
+    }
+
+    /// The two tools' names.
+    pub fn names(&self) -> &DiscoveryTools {
+        &self.names
     }
 
     /// The definitions `tools/list` shows in search mode.
@@ -240,13 +246,14 @@ fn schema_words(words: &Words, document: &mut Document, schema: &Value, (names, 
 }
 
 /// The two tools' definitions.
-fn definitions() -> Vec<Box<RawValue>> {
+fn definitions(names: &DiscoveryTools) -> Vec<Box<RawValue>> {
+    let DiscoveryTools { search, call } = names;
     let search = json!({
-        "name": SEARCH_TOOL,
+        "name": search,
         "title": "Search the tools",
-        "description": "Finds the tools for a task among every tool this server offers. Say in words what you want to do \
+        "description": format!("Finds the tools for a task among every tool this server offers. Say in words what you want to do \
             (\"delete keys in a range\", \"list the containers of a namespace\"); the answer lists the best-matching tools, \
-            best first, each with its name, description and inputSchema. Then call one with call_tool.",
+            best first, each with its name, description and inputSchema. Then call one with {call}."),
         "inputSchema": {
             "type": "object",
             "properties": {
@@ -271,14 +278,14 @@ fn definitions() -> Vec<Box<RawValue>> {
         "annotations": {"readOnlyHint": true, "destructiveHint": false, "idempotentHint": true, "openWorldHint": false}
     });
     let call = json!({
-        "name": CALL_TOOL,
+        "name": call,
         "title": "Call a tool",
-        "description": "Calls a tool that search_tools found, with its arguments (which must match the tool's \
-            inputSchema). The result is the tool's own.",
+        "description": format!("Calls a tool that {} found, with its arguments (which must match the tool's \
+            inputSchema). The result is the tool's own.", names.search),
         "inputSchema": {
             "type": "object",
             "properties": {
-                "name": {"type": "string", "minLength": 1, "description": "The tool's name, as search_tools gave it."},
+                "name": {"type": "string", "minLength": 1, "description": format!("The tool's name, as {} gave it.", names.search)},
                 "arguments": {"type": "object", "description": "The tool's arguments."}
             },
             "required": ["name"],
@@ -292,8 +299,8 @@ fn definitions() -> Vec<Box<RawValue>> {
         .collect()
 }
 
-/// The arguments of a `call_tool` call: the tool's name and its arguments.
-pub fn called(arguments: &Value) -> Result<(&str, Option<&Value>), String> {
+/// The arguments of a call tool's call: the tool's name and its arguments.
+pub fn called<'a>(arguments: &'a Value, names: &DiscoveryTools) -> Result<(&'a str, Option<&'a Value>), String> {
     let Some(arguments) = arguments.as_object() else {
         return Err("the arguments must be an object".into());
     };
@@ -302,12 +309,13 @@ pub fn called(arguments: &Value) -> Result<(&str, Option<&Value>), String> {
         .find(|key| !["name", "arguments"].contains(&key.as_str()))
     {
         return Err(format!(
-            "unknown argument `{unknown}`; call_tool takes name and arguments"
+            "unknown argument `{unknown}`; {} takes name and arguments",
+            names.call
         ));
     }
     match arguments.get("name") {
         Some(Value::String(name)) if !name.is_empty() => Ok((name, arguments.get("arguments"))),
-        _ => Err("`name` is required: the name of a tool search_tools found".into()),
+        _ => Err(format!("`name` is required: the name of a tool {} found", names.search)),
     }
 }
 

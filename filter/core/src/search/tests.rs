@@ -25,7 +25,7 @@ fn found(search: &ToolSearch, catalog: &Catalog, arguments: Value) -> Vec<String
 #[test]
 fn a_request_in_words_finds_the_tool_with_its_definition() {
     let catalog = catalog();
-    let search = ToolSearch::build(&catalog);
+    let search = ToolSearch::build(&catalog, &DiscoveryTools::default());
     let first = |query: &str| found(&search, &catalog, json!({"query": query}))[0].clone();
     assert_eq!(first("look up one user by their id"), "UserService_GetUser");
     assert_eq!(first("fetch an item of the catalog"), "CatalogService_GetItem");
@@ -49,7 +49,7 @@ fn a_request_in_words_finds_the_tool_with_its_definition() {
 #[test]
 fn filters_and_visibility_keep_tools_out() {
     let catalog = catalog();
-    let search = ToolSearch::build(&catalog);
+    let search = ToolSearch::build(&catalog, &DiscoveryTools::default());
     let names = found(
         &search,
         &catalog,
@@ -104,8 +104,13 @@ fn bad_arguments_say_what_is_wrong() {
         let error = Query::read(&arguments).unwrap_err();
         assert!(error.starts_with(expected), "{arguments}: {error}");
     }
-    assert_eq!(called(&json!({"name": "t", "arguments": {"a": 1}})).unwrap().0, "t");
-    assert!(called(&json!({"arguments": {}}))
+    assert_eq!(
+        called(&json!({"name": "t", "arguments": {"a": 1}}), &DiscoveryTools::default())
+            .unwrap()
+            .0,
+        "t"
+    );
+    assert!(called(&json!({"arguments": {}}), &DiscoveryTools::default())
         .unwrap_err()
         .starts_with("`name` is required"));
 }

@@ -32,7 +32,7 @@ use serde_json::{json, Map, Value};
 
 use crate::access::{AccessPolicy, Caller};
 use crate::catalog::Catalog;
-use crate::config::{ConfigError, Limits, ListMode, PluginConfig, Routing};
+use crate::config::{ConfigError, Discovery, DiscoveryTools, Limits, PluginConfig, Routing};
 use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::grpc::details::StatusDetails;
@@ -43,7 +43,7 @@ use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
 use crate::quota::counters::Counters;
 use crate::quota::Quota;
-use crate::search::{ToolSearch, CALL_TOOL, SEARCH_TOOL};
+use crate::search::ToolSearch;
 use crate::tools_list::{CacheScope, ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use origin::{Origin, RequestFacts};
@@ -119,7 +119,7 @@ pub struct Server {
     quota: Option<Quota>,
     /// Task ids' keys and the timings of task tools.
     tasks: tasks::TaskSettings,
-    /// Tool search (`tools_list.mode: search`): the index, and the list of its two tools.
+    /// Tool search (`discovery: search`): the index, and the list of its two tools.
     search: Option<(ToolSearch, ToolsListPages)>,
 }
 
@@ -189,11 +189,11 @@ impl Server {
         let access = AccessPolicy::build(config, &catalog)?;
         let quota = Quota::build(config, &catalog)?;
         // In search mode no caller is shown the whole list: it is not rendered.
-        let (tools_list, search) = match list.mode {
-            ListMode::Full => (ToolsListPages::public(&catalog, &style), None),
-            ListMode::Search => (
+        let (tools_list, search) = match config.discovery {
+            Discovery::List => (ToolsListPages::public(&catalog, &style), None),
+            Discovery::Search => (
                 ToolsListPages::render(&[], &style, CacheScope::Public),
-                Some(tool_search(&catalog, &style, list.ttl_ms)?),
+                Some(tool_search(&catalog, &config.discovery_tools, &style, list.ttl_ms)?),
             ),
         };
         let task_settings = tasks::TaskSettings::new(&config.tasks, config.limits.max_callers, &catalog);
@@ -506,17 +506,22 @@ impl Server {
 /// Tool search over the catalog, and its list: two tools whatever the catalog's size, the same
 /// for every caller, and as lasting as the configuration (reflection changes the catalog, not
 /// them).
-fn tool_search(catalog: &Catalog, style: &ListStyle, ttl_ms: u64) -> Result<(ToolSearch, ToolsListPages), ConfigError> {
-    if let Some(taken) = [SEARCH_TOOL, CALL_TOOL]
+fn tool_search(
+    catalog: &Catalog,
+    names: &DiscoveryTools,
+    style: &ListStyle,
+    ttl_ms: u64,
+) -> Result<(ToolSearch, ToolsListPages), ConfigError> {
+    if let Some(taken) = [&names.search, &names.call]
         .into_iter()
         .find(|name| catalog.get(name).is_some())
     {
         return Err(ConfigError(format!(
-            "at `tools_list.mode`: a tool is named {taken:?}, the name of one of tool search's own tools; \
-             give it another (`tools.M.name`)"
+            "at `discovery_tools`: a tool is named {taken:?}, the name of one of discovery's own tools; \
+             give it another (`tools.M.name`) or rename discovery's (`discovery_tools`)"
         )));
     }
-    let search = ToolSearch::build(catalog);
+    let search = ToolSearch::build(catalog, names);
     let style = ListStyle {
         ttl_ms,
         ..style.clone()

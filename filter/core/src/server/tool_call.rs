@@ -12,7 +12,8 @@ use super::tool_result::ToolResult;
 use super::{Handled, RequestContext, Server};
 use crate::access::protected_resource::bearer_challenge;
 use crate::access::{Caller, ProtectedResource};
-use crate::catalog::Tool;
+use crate::catalog::{remove_argument, Tool};
+use crate::config::MetadataArguments;
 use crate::grpc::frame::grpc_frame;
 use crate::http::McpHeaders;
 use crate::jsonrpc::{RpcError, INVALID_PARAMS, INVALID_REQUEST};
@@ -162,7 +163,15 @@ impl Server {
     /// One request message, protobuf-encoded, if its JSON passes every check.
     fn request_message(&self, tool: &Tool, arguments: &Value) -> Result<Vec<u8>, ArgumentError> {
         let input = tool.method.input();
-        let message = self.catalog.gate().encode(&input, arguments)?;
+        let mut message = self.catalog.gate().encode(&input, arguments)?;
+        if tool.metadata_arguments == MetadataArguments::Remove {
+            // Checked whole above; sent without what goes as metadata only.
+            let mut kept = arguments.clone();
+            for path in tool.metadata.iter().flat_map(|(_, value)| value.arguments()) {
+                remove_argument(&mut kept, path);
+            }
+            message = self.catalog.gate().encode(&input, &kept)?;
+        }
         let limit = self.limits.max_request_message_bytes;
         if message.len() > limit {
             return Err(ArgumentError {

@@ -1,6 +1,6 @@
-//! `tools/call` of tool search's own tools (`tools_list.mode: search`): `search_tools` answers
-//! from the index; `call_tool` is the call of the tool it names, made exactly as a `tools/call`
-//! of that tool would be.
+//! `tools/call` of discovery's own tools (`discovery: search`): the search tool answers from
+//! the index; the call tool's call is the call of the tool it names, made exactly as a
+//! `tools/call` of that tool would be.
 
 use serde_json::{Map, Value};
 
@@ -8,7 +8,7 @@ use super::tool_result::ToolResult;
 use super::{Handled, RequestContext, Server};
 use crate::jsonrpc::RpcError;
 use crate::observe::Observations;
-use crate::search::{called, Query, ToolSearch, CALL_TOOL, SEARCH_TOOL};
+use crate::search::{called, Query, ToolSearch};
 
 impl Server {
     /// The answer to a call of one of tool search's tools, if `name` is one and search is on.
@@ -40,33 +40,35 @@ impl Server {
         if let Some(duplicate) = &context.duplicate_argument {
             return refused(&duplicate.to_string());
         }
-        match name {
-            SEARCH_TOOL => match Query::read(arguments) {
+        let names = search.names();
+        if name == names.search {
+            return match Query::read(arguments) {
                 Ok(query) => Some(Ok(Handled::Response(self.search_answer(context, id, search, &query)))),
                 Err(problem) => refused(&problem),
-            },
-            CALL_TOOL => {
-                let (called_name, called_arguments) = match called(arguments) {
-                    Ok(called) => called,
-                    Err(problem) => return refused(&problem),
-                };
-                if called_name == SEARCH_TOOL || called_name == CALL_TOOL {
-                    return refused(&format!(
-                        "{called_name} is not called through call_tool; call it directly"
-                    ));
-                }
-                // The call as a `tools/call` of that tool: its name and arguments, and the rest of
-                // the request's params (a task, `_meta` and its progress token) as they came.
-                let mut inner = params.clone();
-                inner.insert("name".into(), Value::String(called_name.to_owned()));
-                match called_arguments {
-                    Some(arguments) => inner.insert("arguments".into(), arguments.clone()),
-                    None => inner.remove("arguments"),
-                };
-                Some(self.call_tool(context, id, &inner, slot, observed))
-            }
-            _ => None,
+            };
         }
+        if name != names.call {
+            return None;
+        }
+        let (called_name, called_arguments) = match called(arguments, names) {
+            Ok(called) => called,
+            Err(problem) => return refused(&problem),
+        };
+        if called_name == names.search || called_name == names.call {
+            return refused(&format!(
+                "{called_name} is not called through {}; call it directly",
+                names.call
+            ));
+        }
+        // The call as a `tools/call` of that tool: its name and arguments, and the rest of the
+        // request's params (a task, `_meta` and its progress token) as they came.
+        let mut inner = params.clone();
+        inner.insert("name".into(), Value::String(called_name.to_owned()));
+        match called_arguments {
+            Some(arguments) => inner.insert("arguments".into(), arguments.clone()),
+            None => inner.remove("arguments"),
+        };
+        Some(self.call_tool(context, id, &inner, slot, observed))
     }
 
     fn search_answer(

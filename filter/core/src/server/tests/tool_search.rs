@@ -1,7 +1,7 @@
 use super::*;
 
 fn search_server(extra: &str) -> Server {
-    let config = CONFIG.replacen('{', &format!(r#"{{"tools_list": {{"mode": "search"}},{extra}"#), 1);
+    let config = CONFIG.replacen('{', &format!(r#"{{"discovery": "search",{extra}"#), 1);
     Server::from_config_bytes(config.as_bytes()).unwrap()
 }
 
@@ -124,15 +124,57 @@ fn search_and_call_tool_refuse_bad_arguments_as_tool_errors() {
 }
 
 #[test]
-fn a_catalog_tool_may_not_take_a_search_tools_name() {
+fn a_catalog_tool_may_not_take_a_discovery_tools_name() {
     let config = CONFIG.replacen(
         '{',
-        r#"{"tools_list": {"mode": "search"}, "tools": {"demo.users.v1.UserService/GetUser": {"name": "call_tool"}},"#,
+        r#"{"discovery": "search", "tools": {"demo.users.v1.UserService/GetUser": {"name": "call_tool"}},"#,
         1,
     );
     let error = Server::from_config_bytes(config.as_bytes()).unwrap_err().0;
     assert!(
-        error.starts_with("at `tools_list.mode`: a tool is named \"call_tool\""),
+        error.starts_with("at `discovery_tools`: a tool is named \"call_tool\""),
         "{error}"
     );
+}
+
+#[test]
+fn discovery_tools_answer_to_the_names_configured() {
+    let server = search_server(r#""discovery_tools": {"search": "find_tools", "call": "run_tool"},"#);
+    let (_, list) = answer(post(
+        &server,
+        &legacy("2025-11-25"),
+        r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    ));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    assert_eq!(
+        (tools[0]["name"].as_str(), tools[1]["name"].as_str()),
+        (Some("find_tools"), Some("run_tool"))
+    );
+    assert!(tools[0]["description"]
+        .as_str()
+        .unwrap()
+        .ends_with("Then call one with run_tool."));
+    let (_, found) = answer(post(
+        &server,
+        &legacy("2025-11-25"),
+        &tools_call("find_tools", json!({"query": "look up a user by id", "limit": 1})),
+    ));
+    assert_eq!(
+        found["result"]["structuredContent"]["tools"][0]["name"],
+        "UserService_GetUser"
+    );
+    let (_, called) = answer(post(
+        &server,
+        &legacy("2025-11-25"),
+        &tools_call("run_tool", json!({"name": "find_tools"})),
+    ));
+    let text = called["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("find_tools is not called through run_tool"), "{text}");
+    // The default names are then ordinary (unknown) tool names.
+    let (_, unknown) = answer(post(
+        &server,
+        &legacy("2025-11-25"),
+        &tools_call("search_tools", json!({"query": "x"})),
+    ));
+    assert!(unknown["error"].is_object(), "{unknown}");
 }
