@@ -825,3 +825,45 @@ fn the_wrong_configurations_the_readme_quotes_are_refused_in_those_words() {
         );
     }
 }
+
+/// The subcommands a `--help` lists, or the flags (`--name`, `-x`) it lists.
+fn help_entries(help: &str, section: &str) -> Vec<String> {
+    let Some(rest) = help.split(&format!("\n{section}:\n")).nth(1) else {
+        return Vec::new();
+    };
+    rest.lines()
+        .take_while(|line| line.starts_with(' '))
+        .filter_map(|line| {
+            let entry = line.trim_start();
+            match section {
+                "Commands" => entry.split_whitespace().next().map(str::to_owned),
+                _ => entry
+                    .split([',', ' '])
+                    .find(|word| word.starts_with("--"))
+                    .map(str::to_owned),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn every_command_and_flag_of_the_cli_is_documented() {
+    let page = std::fs::read_to_string(repo().join("docs/cli.md")).unwrap();
+    let commands = help_entries(&switchblade(&["--help"]).ok(), "Commands");
+    assert!(commands.len() >= 6, "{commands:?}");
+    let mut undocumented = Vec::new();
+    for command in &commands {
+        if !page.contains(&format!("| `{command}")) {
+            undocumented.push(format!("switchblade {command}: no row in docs/cli.md's Commands"));
+        }
+        if command == "help" {
+            continue;
+        }
+        for flag in help_entries(&switchblade(&[command, "--help"]).ok(), "Options") {
+            if flag != "--help" && !page.contains(&format!("`{flag}")) {
+                undocumented.push(format!("switchblade {command} {flag}: not in docs/cli.md"));
+            }
+        }
+    }
+    assert!(undocumented.is_empty(), "{undocumented:#?}");
+}

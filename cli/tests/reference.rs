@@ -222,3 +222,140 @@ fn completions_cover_every_command_in_each_shell() {
     assert_eq!(usage.code, 2);
     assert!(usage.stderr.contains("invalid value 'tcsh'"), "{}", usage.stderr);
 }
+
+/// A configuration of the embedded demo that sets a value of every numeric key's object, so
+/// that each bound can be tried on its own: every other key stays valid.
+fn bounds_base() -> Value {
+    serde_json::json!({
+        "services": {"demo.catalog.v1.CatalogService": {"cluster": "c"}},
+        "tools": {"demo.catalog.v1.CatalogService/GetItem": {}},
+        "limits": {
+            "rules": [{"match": "demo.catalog.v1.CatalogService/GetItem", "requests_per_second": 1}],
+            "rate_limit_service": {"cluster": "rls", "domain": "d"}
+        }
+    })
+}
+
+/// Every numeric key of the schema: its path (`*` for a map's key, `[]` for an array's first
+/// item) and its schema.
+fn numeric_keys(schema: &Value, defs: &Value, path: Vec<String>, found: &mut Vec<(Vec<String>, Value)>) {
+    if let Some(Value::String(reference)) = schema.get("$ref") {
+        let name = reference.rsplit('/').next().unwrap();
+        return numeric_keys(&defs[name], defs, path, found);
+    }
+    for combined in ["anyOf", "oneOf"] {
+        for option in schema.get(combined).and_then(Value::as_array).into_iter().flatten() {
+            numeric_keys(option, defs, path.clone(), found);
+        }
+    }
+    let types = match &schema["type"] {
+        Value::String(one) => vec![one.as_str()],
+        Value::Array(many) => many.iter().filter_map(Value::as_str).collect(),
+        _ => vec![],
+    };
+    if types.contains(&"integer") || types.contains(&"number") {
+        found.push((path.clone(), schema.clone()));
+    }
+    for (key, property) in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let mut below = path.clone();
+        below.push(key.clone());
+        numeric_keys(property, defs, below, found);
+    }
+    for (key, inner) in [("additionalProperties", "*"), ("items", "[]")] {
+        if let Some(inner_schema @ Value::Object(_)) = schema.get(key) {
+            let mut below = path.clone();
+            below.push(inner.to_owned());
+            numeric_keys(inner_schema, defs, below, found);
+        }
+    }
+}
+
+/// `base` with `value` at `path`, a map's key being the one `base` has there.
+fn with_value(base: &Value, path: &[String], value: Value) -> Value {
+    let mut config = base.clone();
+    let mut here = &mut config;
+    for (depth, key) in path.iter().enumerate() {
+        let last = depth + 1 == path.len();
+        here = match key.as_str() {
+            "*" => {
+                let map = here.as_object_mut().unwrap();
+                let first = map.keys().next().unwrap().clone();
+                map.get_mut(&first).unwrap()
+            }
+            "[]" => &mut here.as_array_mut().unwrap()[0],
+            _ if last => {
+                here[key.as_str()] = value;
+                return config;
+            }
+            _ => {
+                if here.get(key.as_str()).is_none() {
+                    here[key.as_str()] = serde_json::json!({});
+                }
+                here.get_mut(key.as_str()).unwrap()
+            }
+        };
+    }
+    config
+}
+
+#[test]
+fn the_schemas_bounds_are_the_filters_at_and_past_each_one() {
+    let schema: Value = serde_json::from_str(&switchblade(&["schema"]).ok()).unwrap();
+    let validator = jsonschema::draft202012::new(&schema).unwrap();
+    let accepts = |config: &Value| {
+        switchblade_core::server::Server::from_config_bytes(config.to_string().as_bytes()).map_err(|error| error.0)
+    };
+    let base = bounds_base();
+    assert!(
+        validator.is_valid(&base) && accepts(&base).is_ok(),
+        "{:?}",
+        accepts(&base).err()
+    );
+    let mut keys = Vec::new();
+    numeric_keys(&schema, &schema["$defs"], Vec::new(), &mut keys);
+    assert!(keys.len() >= 25, "{keys:?}");
+    let mut tried = 0;
+    for (path, key_schema) in &keys {
+        let number = |name: &str| key_schema.get(name).and_then(Value::as_f64);
+        let integer = key_schema["type"].as_str() == Some("integer")
+            || key_schema["type"]
+                .as_array()
+                .is_some_and(|types| types.iter().any(|t| t == "integer"));
+        let step = if integer { 1.0 } else { 0.5 };
+        let mut candidates = Vec::new();
+        if let Some(minimum) = number("minimum") {
+            candidates.extend([(minimum, true), (minimum - step, false)]);
+        }
+        if let Some(minimum) = number("exclusiveMinimum") {
+            candidates.extend([(minimum, false), (minimum + step, true)]);
+        }
+        if let Some(maximum) = number("maximum") {
+            candidates.extend([(maximum, true), (maximum + step, false)]);
+        }
+        assert!(!candidates.is_empty(), "{}: no bound in the schema", path.join("."));
+        for (value, within) in candidates {
+            let json_value = if integer {
+                Value::from(value as i64)
+            } else {
+                Value::from(value)
+            };
+            let config = with_value(&base, path, json_value.clone());
+            let (schema_says, filter_says) = (validator.is_valid(&config), accepts(&config));
+            assert_eq!(
+                (schema_says, filter_says.is_ok()),
+                (within, within),
+                "`{}` = {json_value}: the schema {}, the filter {:?}",
+                path.join("."),
+                if schema_says { "accepts" } else { "refuses" },
+                filter_says
+            );
+            tried += 1;
+        }
+    }
+    assert!(tried >= 50, "{tried}");
+}

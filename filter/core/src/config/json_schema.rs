@@ -7,18 +7,15 @@ use serde_json::{Map, Value};
 
 use super::PluginConfig;
 
-/// Where the published copy lives (docs/config.schema.json in the repository).
-const SCHEMA_ID: &str = "https://github.com/switchblade-mcp/switchblade/blob/main/docs/config.schema.json";
-
 pub fn json_schema() -> Value {
     let generated = schemars::generate::SchemaSettings::draft2020_12()
         .into_generator()
         .into_root_schema_for::<PluginConfig>()
         .to_value();
-    // What the schema is, first, as people read it; then what schemars wrote.
+    // What the schema is, first, as people read it; then what schemars wrote. No `$id`: the
+    // project publishes the schema at no URL of its own yet, and an `$id` must be fetchable.
     let mut schema = Map::new();
     schema.insert("$schema".into(), generated["$schema"].clone());
-    schema.insert("$id".into(), Value::String(SCHEMA_ID.into()));
     schema.insert("title".into(), Value::String("Switchblade plugin configuration".into()));
     if let Value::Object(rest) = generated {
         for (key, value) in rest {
@@ -38,6 +35,7 @@ mod tests {
     fn the_schema_is_2020_12_and_closed() {
         let schema = json_schema();
         assert_eq!(schema["$schema"], "https://json-schema.org/draft/2020-12/schema");
+        assert!(schema.get("$id").is_none());
         assert_eq!(schema["additionalProperties"], false);
         assert_eq!(schema["required"], serde_json::json!(["services"]));
         assert_eq!(schema["properties"]["mcp_path"]["default"], "/mcp");

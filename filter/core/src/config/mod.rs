@@ -12,13 +12,6 @@ use serde_json::{Map, Value};
 
 pub const DEFAULT_MCP_PATH: &str = "/mcp";
 pub const DEFAULT_TIMEOUT_MS: u64 = 10_000;
-pub const DEFAULT_PAGE_SIZE: usize = 100;
-pub const MAX_PAGE_SIZE: usize = 1000;
-pub const DEFAULT_LIST_TTL_MS: u64 = 300_000;
-/// The name of discovery's search tool, unless `discovery_tools.search` says otherwise.
-pub const DEFAULT_SEARCH_TOOL: &str = "search_tools";
-/// The name of discovery's call tool, unless `discovery_tools.call` says otherwise.
-pub const DEFAULT_CALL_TOOL: &str = "call_tool";
 pub const DEFAULT_REFLECTION_INTERVAL_MS: u64 = 30_000;
 /// Reading reflection more often than this would load the upstream for nothing.
 pub const MIN_REFLECTION_INTERVAL_MS: u64 = 1_000;
@@ -98,8 +91,10 @@ pub struct PluginConfig {
 pub struct ReflectionConfig {
     /// Time between reads of a service's reflection; an API changed upstream shows in
     /// `tools/list` within it.
+    #[cfg_attr(feature = "schema", schemars(range(min = MIN_REFLECTION_INTERVAL_MS)))]
     pub interval_ms: u64,
     /// Deadline of each reflection call.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub timeout_ms: u64,
 }
 
@@ -144,23 +139,31 @@ pub struct Limits {
     /// Largest MCP request body, in bytes (HTTP 413 past it). Keep it below Envoy's buffer
     /// limit for the listener (`per_connection_buffer_limit_bytes`, 1 MiB by default), or
     /// Envoy answers first, in plain text.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_request_bytes: usize,
     /// Deepest JSON nesting accepted in a request body (at most 100).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_JSON_DEPTH)))]
     pub max_json_depth: usize,
     /// Largest request message sent upstream (the encoded tool arguments), in bytes.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_request_message_bytes: usize,
     /// Largest response message accepted from upstream, in bytes.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_response_bytes: usize,
     /// Largest JSON rendering of one response message, in bytes; unset: four times
     /// `max_response_bytes`. Fields without presence are written at their defaults, so a few
     /// bytes of empty messages can render to far more.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_rendered_bytes: Option<usize>,
     /// Most messages in one JSON-RPC batch (2025-03-26).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_batch_size: usize,
     /// Most upstream calls one request has out at once; a batch's other calls wait their turn.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_calls_in_flight: usize,
     /// Largest answer to a batch, in bytes; unset: twice the bound on one response's JSON
     /// rendering. Answers that would take it past are replaced by an error that names it.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_batch_reply_bytes: Option<usize>,
     /// Who the rate limits count: a claim of the verified token, or the client's address.
     /// Unset: the token's `sub` under `authorization`, the client's address without it.
@@ -170,6 +173,7 @@ pub struct Limits {
     pub client_address_prefix: AddressPrefix,
     /// The callers whose rates are held at once, per rate rule: a table of this many places,
     /// so that no number of distinct callers grows memory past it.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = quota::MAX_MAX_CALLERS)))]
     pub max_callers: u32,
     /// Rate limits and concurrency caps: each matches a method, a service, or `*` (a caller's
     /// calls to every tool); a call passes its most specific method or service rule, and the
@@ -227,6 +231,7 @@ pub mod authorization;
 mod checks;
 #[cfg(feature = "schema")]
 mod json_schema;
+mod listing;
 mod ordered_map;
 pub mod quota;
 mod tasks;
@@ -243,6 +248,10 @@ pub use tasks::{
 pub use checks::parse_selector;
 #[cfg(feature = "schema")]
 pub use json_schema::json_schema;
+pub use listing::{
+    Discovery, DiscoveryTools, ToolsListConfig, DEFAULT_CALL_TOOL, DEFAULT_LIST_TTL_MS, DEFAULT_PAGE_SIZE,
+    DEFAULT_SEARCH_TOOL, MAX_PAGE_SIZE,
+};
 pub use ordered_map::OrderedMap;
 
 /// The `serverInfo` and `instructions` the server introduces itself with.
@@ -289,6 +298,7 @@ pub struct ServiceConfig {
     pub methods: Vec<String>,
     /// Deadline for each call, in milliseconds; sent upstream as the gRPC deadline.
     #[serde(default = "default_timeout_ms")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub timeout_ms: u64,
     /// gRPC metadata sent with every call to this service.
     #[serde(default)]
@@ -305,6 +315,7 @@ pub struct ServiceConfig {
     pub streaming: bool,
     /// The messages a streaming tool takes or gathers at most; unset: 100.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_messages: Option<usize>,
     /// The Envoy cluster (HTTP/2) that serves `google.longrunning.Operations` for the
     /// operations this service's methods start; unset: `cluster`.
@@ -318,6 +329,7 @@ pub struct ServiceConfig {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ToolOverride {
     /// The tool's name (1-64 characters of `[A-Za-z0-9_-]`); `Service_Method` if unset.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = crate::tool_name::PATTERN)))]
     pub name: Option<String>,
     /// The tool's title; `Service: Method` if unset.
     pub title: Option<String>,
@@ -326,8 +338,10 @@ pub struct ToolOverride {
     /// MCP tool annotations (hints for clients, never authorization).
     pub annotations: Option<Annotations>,
     /// The deadline of this tool's calls, in milliseconds; the service's if unset.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub timeout_ms: Option<u64>,
     /// The messages this streaming tool takes or gathers at most.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_messages: Option<usize>,
     /// gRPC metadata sent with this tool's calls, over the service's of the same key: fixed
     /// text, or text with arguments' values in it (`{name}`, `{parent.id}`, percent-encoded;
@@ -392,28 +406,6 @@ impl Annotations {
     }
 }
 
-/// `tools/list` paging and caching hints.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct ToolsListConfig {
-    /// Tools per page; longer lists are paged with opaque cursors.
-    #[serde(default = "default_page_size")]
-    pub page_size: usize,
-    /// `ttlMs` of `tools/list` and `server/discover` results (2026-07-28 clients cache them).
-    #[serde(default = "default_list_ttl_ms")]
-    pub ttl_ms: u64,
-}
-
-impl Default for ToolsListConfig {
-    fn default() -> Self {
-        ToolsListConfig {
-            page_size: DEFAULT_PAGE_SIZE,
-            ttl_ms: DEFAULT_LIST_TTL_MS,
-        }
-    }
-}
-
 /// Where the arguments that a tool's metadata reads go.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "lowercase")]
@@ -424,50 +416,6 @@ pub enum MetadataArguments {
     Keep,
     /// In the metadata only: cleared from the request message (after the gate checked them).
     Remove,
-}
-
-/// How an agent discovers the tools.
-#[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq, Default)]
-#[serde(rename_all = "lowercase")]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub enum Discovery {
-    /// `tools/list` shows every tool the caller may call, paged.
-    #[default]
-    List,
-    /// `tools/list` shows a search tool, which finds tools by a request in words, and a call
-    /// tool, which calls one: an agent's cost before its first call stays the same at any
-    /// catalog size.
-    Search,
-}
-
-/// The names of discovery's two tools (`discovery: search`); a catalog tool may not take one.
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields, default)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct DiscoveryTools {
-    /// The tool that searches the catalog (a tool name: 1-64 characters of `[A-Za-z0-9_-]`).
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$")))]
-    pub search: String,
-    /// The tool that calls a tool the search found (a tool name, as `search`).
-    #[cfg_attr(feature = "schema", schemars(regex(pattern = r"^[A-Za-z0-9_-]{1,64}$")))]
-    pub call: String,
-}
-
-impl Default for DiscoveryTools {
-    fn default() -> Self {
-        DiscoveryTools {
-            search: DEFAULT_SEARCH_TOOL.to_owned(),
-            call: DEFAULT_CALL_TOOL.to_owned(),
-        }
-    }
-}
-
-fn default_page_size() -> usize {
-    DEFAULT_PAGE_SIZE
-}
-
-fn default_list_ttl_ms() -> u64 {
-    DEFAULT_LIST_TTL_MS
 }
 
 fn default_true() -> bool {

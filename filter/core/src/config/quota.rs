@@ -38,9 +38,11 @@ pub const MAX_MAX_CALLERS: u32 = 1_000_000;
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct AddressPrefix {
     /// The prefix length an IPv4 caller is counted by (32: each address).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 32)))]
     pub ipv4: u8,
     /// The prefix length an IPv6 caller is counted by (64: each host's network, which it may
     /// rotate addresses through).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 128)))]
     pub ipv6: u8,
 }
 
@@ -62,12 +64,15 @@ pub struct LimitRule {
     pub selector: String,
     /// Calls each caller may make per second under this rule, on average (a token bucket per
     /// caller and rule, refilled at this rate).
+    #[cfg_attr(feature = "schema", schemars(extend("exclusiveMinimum" = 0, "maximum" = MAX_REQUESTS_PER_SECOND)))]
     pub requests_per_second: Option<f64>,
     /// Calls a caller may make at once after a quiet spell (the bucket's size); unset: the
     /// rate rounded up, and at least 1.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub burst: Option<u32>,
     /// Calls under this rule out to the upstream at once, from every caller together (a
     /// method or service rule only).
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub max_in_flight: Option<u32>,
 }
 
@@ -94,6 +99,7 @@ pub struct RateLimitService {
     pub domain: String,
     /// How long a check may take before `failure_mode` decides.
     #[serde(default = "default_rate_limit_timeout_ms")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub timeout_ms: u64,
     /// What a call gets when the service fails to answer in time: `allow` (go on) or `deny`
     /// (a rate-limited tool error).

@@ -32,19 +32,24 @@ pub struct TasksConfig {
     /// own when it starts, and refuses the ids of the others.
     pub keys: Vec<String>,
     /// `pollIntervalMs`: how long task clients are asked to wait between polls.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub poll_interval_ms: u64,
     /// `ttlMs`: how long after its creation a task id is honoured.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub ttl_ms: u64,
     /// How often the gateway polls an operation itself for a caller that did not declare
     /// tasks, within the tool's deadline.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub wait_poll_interval_ms: u64,
     /// Calls to the Operations service each task may have per second, for each caller
     /// (`tasks/get`, `tasks/result`, `tasks/cancel`, and the gateway's own polling): a poll over
     /// it is refused (a client's) or put off (the gateway's), so that no loop of polls floods
     /// the service. Unset: twice the faster of `poll_interval_ms` and `wait_poll_interval_ms`.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = MAX_REQUESTS_PER_SECOND)))]
     pub max_polls_per_second: Option<u32>,
     /// The polls a task may have at once after a quiet spell (the bucket's size). Unset: 10, or
     /// the rate if it is more.
+    #[cfg_attr(feature = "schema", schemars(range(min = 1)))]
     pub poll_burst: Option<u32>,
     /// This Envoy's own key, for a configuration without `keys`: made by the host when it
     /// starts, never read from the configuration.
