@@ -102,9 +102,12 @@ impl Index {
         }
     }
 
-    /// Each document's score for `query`, where `admits` lets it be found; zero scores are
-    /// left out. The query's words count once each, however often it repeats them.
-    pub fn scores(&self, words: &Words, query: &str, admits: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
+    /// The `limit` documents that score best for `query` among those `admits` lets be found,
+    /// best first; zero scores are left out. The query's words count once each, however often
+    /// it repeats them. Scores accumulate in one slot per document, and `admits` (a caller's
+    /// rights, a filter) is asked only of a document that would enter the best `limit`: a
+    /// search over ten thousand tools touches each posting once and asks a handful.
+    pub fn best(&self, words: &Words, query: &str, limit: usize, admits: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
         let mut weights: Vec<(String, f32)> = Vec::new();
         let mut raise = |stem: &str, weight: f32| match weights.iter_mut().find(|(known, _)| known == stem) {
             Some((_, known)) => *known = known.max(weight),
@@ -117,7 +120,7 @@ impl Index {
             }
         }
         let documents = self.lengths.len() as f32;
-        let mut scores: HashMap<usize, f32> = HashMap::new();
+        let mut scores = vec![0.0_f32; self.lengths.len()];
         for (stem, query_weight) in &weights {
             let Some(list) = self.postings.get(stem.as_str()) else {
                 continue;
@@ -125,20 +128,31 @@ impl Index {
             let found = list.len() as f32;
             let rarity = (1.0 + (documents - found + 0.5) / (found + 0.5)).ln();
             for &(number, count) in list {
-                let number = number as usize;
-                if !admits(number) {
+                let Some(score) = scores.get_mut(number as usize) else {
                     continue;
-                }
-                let length = self.lengths.get(number).copied().unwrap_or(self.average_length);
+                };
+                let length = self
+                    .lengths
+                    .get(number as usize)
+                    .copied()
+                    .unwrap_or(self.average_length);
                 let saturated = count * (K1 + 1.0) / (count + K1 * (1.0 - B + B * length / self.average_length));
-                *scores.entry(number).or_default() += query_weight * rarity * saturated;
+                *score += query_weight * rarity * saturated;
             }
         }
-        let mut ranked: Vec<(usize, f32)> = scores.into_iter().filter(|(_, score)| *score > 0.0).collect();
-        // Best first; equal scores in the catalog's order, so that a search answers the same
-        // on every worker and every run.
-        ranked.sort_by(|(a, a_score), (b, b_score)| b_score.total_cmp(a_score).then(a.cmp(b)));
-        ranked
+        // Best first; equal scores in the catalog's order (documents are read in it, and one
+        // enters after its equals), so that a search answers the same on every worker and run.
+        let mut best: Vec<(usize, f32)> = Vec::with_capacity(limit.min(self.lengths.len()).saturating_add(1));
+        for (number, &score) in scores.iter().enumerate() {
+            let below_the_last = best.len() == limit && best.last().is_some_and(|&(_, last)| score <= last);
+            if score <= 0.0 || below_the_last || !admits(number) {
+                continue;
+            }
+            let at = best.partition_point(|&(_, kept)| kept >= score);
+            best.insert(at, (number, score));
+            best.truncate(limit);
+        }
+        best
     }
 
     /// The stems held, and the entries of their lists: the index's size.
@@ -188,16 +202,50 @@ mod tests {
                 ],
             ),
         ]);
-        let first = |query: &str| index.scores(&words, query, |_| true).first().map(|(number, _)| *number);
+        let first = |query: &str| {
+            index
+                .best(&words, query, 1, |_| true)
+                .first()
+                .map(|(number, _)| *number)
+        };
         assert_eq!(first("delete keys in a range"), Some(1));
         assert_eq!(first("remove a key range"), Some(1), "remove is kindred to delete");
         assert_eq!(first("store a key"), Some(2));
         assert_eq!(first("nothing here matches"), None);
         // A document the caller may not see is never found.
         assert!(index
-            .scores(&words, "delete", |number| number != 1)
+            .best(&words, "delete", 3, |number| number != 1)
             .iter()
             .all(|(number, _)| *number != 1));
+    }
+
+    #[test]
+    fn the_best_few_are_the_head_of_the_whole_ranking() {
+        let words = Words::default();
+        let vocabulary = [
+            "get", "list", "delete", "user", "item", "order", "range", "key", "watch", "lease",
+        ];
+        // Documents of one to four words, many alike, so that scores tie.
+        let documents: Vec<Document> = (0..60_usize)
+            .map(|n| {
+                let text: Vec<&str> = (0..1 + n % 4)
+                    .map(|i| vocabulary[(n * 7 + i * 3) % vocabulary.len()])
+                    .collect();
+                document(&words, &[(Source::Name, &text.join(" "))])
+            })
+            .collect();
+        let index = Index::new(documents);
+        for query in ["get user", "delete key range", "watch", "list item order lease"] {
+            let admits = |number: usize| number % 5 != 2;
+            let whole = index.best(&words, query, usize::MAX, admits);
+            assert!(whole
+                .windows(2)
+                .all(|pair| pair[0].1 > pair[1].1 || (pair[0].1 == pair[1].1 && pair[0].0 < pair[1].0)));
+            for limit in [1, 3, 5, 20] {
+                let head: Vec<(usize, f32)> = whole.iter().copied().take(limit).collect();
+                assert_eq!(index.best(&words, query, limit, admits), head, "{query} {limit}");
+            }
+        }
     }
 
     #[test]
@@ -205,11 +253,14 @@ mod tests {
         let words = Words::default();
         let twins = || document(&words, &[(Source::Name, "GetThing")]);
         let index = Index::new(vec![twins(), twins(), twins()]);
-        let order: Vec<usize> = index
-            .scores(&words, "thing", |_| true)
-            .into_iter()
-            .map(|(n, _)| n)
-            .collect();
-        assert_eq!(order, [0, 1, 2]);
+        let order = |limit: usize| -> Vec<usize> {
+            index
+                .best(&words, "thing", limit, |_| true)
+                .into_iter()
+                .map(|(n, _)| n)
+                .collect()
+        };
+        assert_eq!(order(3), [0, 1, 2]);
+        assert_eq!(order(2), [0, 1], "a later equal does not push out an earlier one");
     }
 }

@@ -80,9 +80,8 @@ impl ToolSearch {
         };
         let found: Vec<&Tool> = self
             .index
-            .scores(&self.words, query.text, admits)
+            .best(&self.words, query.text, query.limit, admits)
             .into_iter()
-            .take(query.limit)
             .filter_map(|(number, _)| catalog.tool_at(number).map(AsRef::as_ref))
             .collect();
         let mut json = String::from(r#"{"tools":["#);
