@@ -386,13 +386,15 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     memory = run_memory(upstream, descriptors, options,
                         [catalog for key in measured for catalog in catalogs if catalog[0] == key])
     return runs, ("\n".join(lines) + "\n\nWhere Envoy's memory goes, idle after one tools/list (MiB):\n\n" + memory
-                  + "\n\nTool search's index against the catalog it indexes (live heap, natively):\n\n"
-                  + index_table(catalogs))
+                  + ("" if options.smoke else "\n\nTool search's index against the catalog it indexes (live heap, "
+                     "natively):\n\n" + index_table(catalogs)))
 
 
 def index_table(catalogs: list[tuple[str, str, dict | None]]) -> str:
     """What the search index holds against its catalog, counted natively by the core's
-    `search_index` bench over each catalog's configuration."""
+    `search_index` bench over each catalog's configuration. Not in a smoke run: the bench
+    profile's build of the core takes longer than the smoke itself (clippy --all-targets
+    checks that the bench compiles)."""
     directory = WORK / "bench-index"
     directory.mkdir(parents=True, exist_ok=True)
     files = []
