@@ -173,22 +173,31 @@ impl Control {
     }
 }
 
+/// The call's metadata as text: an ASCII entry's value, and a binary (`-bin`) entry's bytes as
+/// gRPC decoded them from base64, in lowercase hex. Repeated keys are joined with ", ".
 fn text_entries(metadata: &MetadataMap) -> BTreeMap<String, String> {
     let mut entries: BTreeMap<String, String> = BTreeMap::new();
     for entry in metadata.iter() {
-        let KeyAndValueRef::Ascii(key, value) = entry else {
-            continue;
-        };
-        let Ok(value) = value.to_str() else {
-            continue;
+        let (key, value) = match entry {
+            KeyAndValueRef::Ascii(key, value) => match value.to_str() {
+                Ok(value) => (key.to_string(), value.to_owned()),
+                Err(_) => continue,
+            },
+            KeyAndValueRef::Binary(key, value) => match value.to_bytes() {
+                Ok(bytes) => (
+                    key.to_string(),
+                    bytes.iter().map(|byte| format!("{byte:02x}")).collect(),
+                ),
+                Err(_) => continue,
+            },
         };
         entries
-            .entry(key.to_string())
+            .entry(key)
             .and_modify(|values| {
                 values.push_str(", ");
-                values.push_str(value);
+                values.push_str(&value);
             })
-            .or_insert_with(|| value.to_owned());
+            .or_insert(value);
     }
     entries
 }

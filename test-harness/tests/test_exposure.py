@@ -107,15 +107,17 @@ def test_headers_on_the_allowlist_are_forwarded_and_no_others(swap, upstream: Up
 
 def test_a_tools_metadata_carries_its_arguments_values(swap, upstream: Upstream) -> None:
     """`tools.M.metadata`: fixed text over the service's, and an argument's value percent-encoded
-    into it, as Google's `x-goog-request-params` wants; absent, the entry is not sent."""
+    into it, as Google's `x-goog-request-params` wants; absent, the entry is not sent. A binary
+    (`-bin`) entry's value is base64, which the upstream's gRPC decodes to the bytes."""
     catalog = "demo.catalog.v1.CatalogService"
     mcp = swap({"services": {catalog: {"cluster": "demo_grpc", "metadata": {"x-tenant": "acme", "x-region": "eu"}}},
                 "tools": {f"{catalog}/Search": {"metadata": {"x-goog-request-params": "query={query}&size={page_size}",
-                                                             "x-region": "eu-west-1"}}}})
+                                                             "x-region": "eu-west-1", "x-trace-bin": "AAEC/w=="}}}})
     mcp.call_tool("CatalogService_Search", {"query": "stove/ultra light", "page_size": 3})
     seen = upstream.metadata(f"/{catalog}/Search")
     assert seen["x-goog-request-params"] == "query=stove%2Fultra%20light&size=3"
     assert (seen["x-tenant"], seen["x-region"]) == ("acme", "eu-west-1"), "the tool's key wins over the service's"
+    assert seen["x-trace-bin"] == "000102ff", "binary metadata is its base64, which gRPC decodes"
     mcp.call_tool("CatalogService_Search", {"query": "stove"})
     assert "x-goog-request-params" not in upstream.metadata(f"/{catalog}/Search"), "page_size was absent"
     mcp.call_tool("CatalogService_GetItem", {"id": "1"})

@@ -93,3 +93,22 @@ def test_an_agent_reads_a_few_kilobytes_before_its_first_call_and_the_tool_it_fi
     refused = mcp.call_tool("call_tool", {"name": first, "arguments": {"no_such_field": {"$ne": None}}})
     assert refused["isError"] is True and "Invalid arguments for tool" in refused["content"][0]["text"], refused
     assert upstream.total_calls() == 0
+
+
+SETS = ["tasks", "held-out", "fresh", "unseen"]
+
+
+@pytest.mark.parametrize("name", list(TASKS["apis"]))
+def test_every_set_expects_tools_of_its_api(name: str, tmp_path) -> None:
+    """Each benchmark set's `expect` is a tool of its API's catalog: the sets BENCHMARKS.md
+    reports can be rerun (`switchblade tools CONFIG --search WORDS`)."""
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps(api_config(name)))
+    listed = subprocess.run([str(CLI_BIN), "tools", str(config)], capture_output=True, text=True, timeout=60, check=True)
+    names = {tool["name"] for tool in json.loads(listed.stdout)["tools"]}
+    for set_name in SETS:
+        data = json.loads((REPO / f"test-harness/search/{set_name}.json").read_text())
+        tasks = [task for task in data["tasks"] if task["api"] == name]
+        assert tasks, set_name
+        for task in tasks:
+            assert tool_name(task["expect"]) in names, (set_name, task)

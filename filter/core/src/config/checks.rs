@@ -5,6 +5,7 @@ use super::{
     Authorization, ConfigError, Exposure, PluginConfig, ServiceConfig, MAX_JSON_DEPTH, MAX_PAGE_SIZE,
     MIN_REFLECTION_INTERVAL_MS,
 };
+use base64::Engine as _;
 
 /// The header a bearer token travels in.
 const TOKEN_HEADER: &str = "authorization";
@@ -232,18 +233,45 @@ fn check_service(name: &str, service: &ServiceConfig) -> Result<(), ConfigError>
 }
 
 /// A configured metadata entry (`at` names it): a key that may be set, a value that is
-/// printable ASCII.
+/// printable ASCII; a binary key's (`-bin`) value is its bytes in base64, as gRPC carries them.
 fn check_metadata_entry(at: &str, key: &str, value: &str) -> Result<(), ConfigError> {
-    check_metadata_key(key).map_err(|problem| ConfigError(format!("{at}: {problem}")))?;
+    let problem = |problem: String| ConfigError(format!("{at}: {problem}"));
+    if key.ends_with(BINARY_SUFFIX) {
+        check_settable_key(key).map_err(problem)?;
+        return match base64::engine::general_purpose::STANDARD.decode(value) {
+            Ok(_) => Ok(()),
+            Err(_) if value.contains('{') => Err(problem(format!(
+                "{key:?} is binary metadata, so its value is fixed base64; an argument's value cannot go into it"
+            ))),
+            Err(error) => Err(problem(format!(
+                "{key:?} is binary metadata (`-bin`), so its value must be base64 (RFC 4648, padded): {error}"
+            ))),
+        };
+    }
+    check_metadata_key(key).map_err(problem)?;
     if !value.bytes().all(|b| (0x20..0x7f).contains(&b)) {
         return Err(ConfigError(format!("{at}: metadata values must be printable ASCII")));
     }
     Ok(())
 }
 
-/// gRPC metadata keys: lowercase `[0-9a-z_.-]`, not reserved, not pseudo-headers, not `grpc-*`,
-/// and not binary (`-bin`), since values here are text.
+/// The suffix of gRPC's binary metadata keys, whose values travel in base64.
+const BINARY_SUFFIX: &str = "-bin";
+
+/// Text metadata keys (a header forwarded, a caller's claim): settable, and not binary (`-bin`).
 fn check_metadata_key(key: &str) -> Result<(), String> {
+    check_settable_key(key)?;
+    if key.ends_with(BINARY_SUFFIX) {
+        return Err(format!(
+            "{key:?} is binary metadata (`-bin`), whose values are base64 bytes; only a service's or tool's fixed `metadata` can set one"
+        ));
+    }
+    Ok(())
+}
+
+/// gRPC metadata keys this filter may set: lowercase `[0-9a-z_.-]`, not reserved, not
+/// pseudo-headers, not `grpc-*`, not Envoy's controls.
+fn check_settable_key(key: &str) -> Result<(), String> {
     if key.is_empty()
         || !key
             .bytes()
@@ -251,7 +279,7 @@ fn check_metadata_key(key: &str) -> Result<(), String> {
     {
         return Err(format!("{key:?} is not a lowercase header name ([0-9a-z_.-])"));
     }
-    if key.starts_with("grpc-") || key.ends_with("-bin") || RESERVED_METADATA.contains(&key) {
+    if key.starts_with("grpc-") || RESERVED_METADATA.contains(&key) {
         return Err(format!(
             "{key:?} is reserved for the HTTP/2 and gRPC protocols and cannot be forwarded or set"
         ));

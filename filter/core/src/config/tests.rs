@@ -43,7 +43,7 @@ fn services_keep_their_order() {
 fn full_config_parses() {
     let config = parse(
         r#"{"descriptor_set":"AA==","forward_headers":["x-client-version","x-request-id"],
-            "services":{"a.B":{"cluster":"c","expose":"selected","methods":["a.B/Get"],"timeout_ms":5,"metadata":{"x-tenant":"t1"}}},
+            "services":{"a.B":{"cluster":"c","expose":"selected","methods":["a.B/Get"],"timeout_ms":5,"metadata":{"x-tenant":"t1","x-trace-bin":"AAE="}}},
             "tools":{"a.B/Get":{"name":"get","title":"Get","description":"d","timeout_ms":7,"annotations":{"readOnlyHint":true,"openWorldHint":false}}}}"#,
     )
     .unwrap();
@@ -151,6 +151,22 @@ fn refuses_bad_values() {
         (
             r#"{"services":{"a.B":{"cluster":"c","metadata":{"x":"caf\u00e9"}}}}"#,
             "metadata values must be printable ASCII",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"x-trace-bin":"not base64!"}}}}"#,
+            "at `services.a.B.metadata.x-trace-bin`: \"x-trace-bin\" is binary metadata (`-bin`), so its value must be base64",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"tools":{"a.B/X":{"metadata":{"x-id-bin":"{id}"}}}}"#,
+            "at `tools.a.B/X.metadata.x-id-bin`: \"x-id-bin\" is binary metadata, so its value is fixed base64",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c","metadata":{"grpc-trace-bin":"AAE="}}}}"#,
+            "\"grpc-trace-bin\" is reserved",
+        ),
+        (
+            r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":["x-trace-bin"]}"#,
+            "at `forward_headers[0]`: \"x-trace-bin\" is binary metadata (`-bin`), whose values are base64 bytes; only a service's or tool's fixed `metadata` can set one",
         ),
         (
             r#"{"services":{"a.B":{"cluster":"c"}},"forward_headers":[":path"]}"#,
