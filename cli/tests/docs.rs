@@ -790,13 +790,13 @@ fn every_error_the_docs_quote_is_one_the_code_prints() {
 }
 
 #[test]
-fn the_wrong_configurations_the_readme_quotes_are_refused_in_those_words() {
-    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme
-        .split("\n### When the configuration is wrong\n")
+fn the_wrong_configurations_the_reference_quotes_are_refused_in_those_words() {
+    let reference = fs::read_to_string(repo().join("docs/configuration.md")).unwrap();
+    let section = reference
+        .split("\n## When the configuration is wrong\n")
         .nth(1)
         .unwrap()
-        .split("\n### ")
+        .split("\n## ")
         .next()
         .unwrap();
     let (_, blocks) = split(section);
@@ -821,7 +821,7 @@ fn the_wrong_configurations_the_readme_quotes_are_refused_in_those_words() {
         let expected = format!("invalid plugin configuration: {printed}");
         assert!(
             quote.ends_with(&expected),
-            "the README quotes\n  {quote}\nwhere the filter says\n  {expected}"
+            "docs/configuration.md quotes\n  {quote}\nwhere the filter says\n  {expected}"
         );
     }
 }

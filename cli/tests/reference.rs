@@ -1,6 +1,6 @@
 //! What is generated from definitions, checked against the committed copies: the plugin
-//! configuration's JSON Schema (docs/config.schema.json, and the README's reference table),
-//! the manual pages (docs/man) and the shell completions.
+//! configuration's JSON Schema (docs/config.schema.json, and the reference table of
+//! docs/configuration.md), the manual pages (docs/man) and the shell completions.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -10,6 +10,9 @@ use std::collections::BTreeSet;
 
 use common::{repo, scratch, switchblade};
 use serde_json::Value;
+
+/// The configuration reference: its example and its table of keys.
+const REFERENCE: &str = "docs/configuration.md";
 
 #[test]
 fn the_published_schema_is_the_one_the_cli_prints() {
@@ -37,7 +40,7 @@ fn configurations_in(value: &Value, found: &mut Vec<Value>) {
     }
 }
 
-/// The plugin configurations of the repository's Envoy files, and the README's example.
+/// The plugin configurations of the repository's Envoy files, and the reference's example.
 fn repository_configurations() -> Vec<(String, Value)> {
     let mut found = Vec::new();
     for file in [
@@ -52,8 +55,8 @@ fn repository_configurations() -> Vec<(String, Value)> {
         assert_eq!(configurations.len(), 1, "{file}");
         found.push((file.to_owned(), configurations.remove(0)));
     }
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme.split("\n### Plugin configuration\n").nth(1).unwrap();
+    let reference = std::fs::read_to_string(repo().join(REFERENCE)).unwrap();
+    let section = reference.split("\n## Plugin configuration\n").nth(1).unwrap();
     let example = section
         .split("```json\n")
         .nth(1)
@@ -61,7 +64,7 @@ fn repository_configurations() -> Vec<(String, Value)> {
         .split("\n```")
         .next()
         .unwrap();
-    found.push(("README.md".to_owned(), serde_json::from_str(example).unwrap()));
+    found.push((REFERENCE.to_owned(), serde_json::from_str(example).unwrap()));
     found
 }
 
@@ -84,7 +87,7 @@ fn the_schema_accepts_the_repositorys_configurations_and_refuses_unknown_keys() 
 }
 
 /// Every key of a schema: `a.b` for a property of a property, `a.S.b` for a property of an
-/// object's values (`services.S.cluster`), with `S`, `M` as the README writes them.
+/// object's values (`services.S.cluster`), with `S`, `M` as the reference writes them.
 fn schema_keys(schema: &Value, node: &Value, prefix: &str, keys: &mut BTreeSet<String>) {
     let node = resolve(schema, node);
     if let Some(properties) = node.get("properties").and_then(Value::as_object) {
@@ -115,11 +118,11 @@ fn resolve<'a>(schema: &'a Value, node: &'a Value) -> &'a Value {
     }
 }
 
-/// The keys of the README's "Plugin configuration" table.
-fn readme_keys() -> BTreeSet<String> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = readme.split("\n### Plugin configuration\n").nth(1).unwrap();
-    let section = section.split("\n### ").next().unwrap();
+/// The keys of the reference's "Plugin configuration" table.
+fn reference_keys() -> BTreeSet<String> {
+    let reference = std::fs::read_to_string(repo().join(REFERENCE)).unwrap();
+    let section = reference.split("\n## Plugin configuration\n").nth(1).unwrap();
+    let section = section.split("\n## ").next().unwrap();
     section
         .lines()
         .filter_map(|line| line.strip_prefix("| `"))
@@ -129,23 +132,23 @@ fn readme_keys() -> BTreeSet<String> {
 }
 
 #[test]
-fn the_readmes_reference_table_and_the_schema_name_the_same_keys() {
+fn the_reference_table_and_the_schema_name_the_same_keys() {
     let schema: Value = serde_json::from_str(&switchblade(&["schema"]).ok()).unwrap();
     let mut in_schema = BTreeSet::new();
     schema_keys(&schema, &schema, "", &mut in_schema);
-    let in_readme = readme_keys();
-    assert!(in_readme.len() > 30, "{in_readme:?}");
-    let unknown: Vec<&String> = in_readme.difference(&in_schema).collect();
+    let in_reference = reference_keys();
+    assert!(in_reference.len() > 30, "{in_reference:?}");
+    let unknown: Vec<&String> = in_reference.difference(&in_schema).collect();
     assert!(
         unknown.is_empty(),
-        "the README documents keys the configuration does not have: {unknown:?}"
+        "the reference documents keys the configuration does not have: {unknown:?}"
     );
     // A key is documented if it or a section it belongs to has a row (`tools.M.annotations`
     // covers its hints), or if it is a section whose keys all do (`limits`).
     let documented = |key: &String| {
         let mut prefix = key.as_str();
         loop {
-            if in_readme.contains(prefix) {
+            if in_reference.contains(prefix) {
                 return true;
             }
             match prefix.rsplit_once('.') {
@@ -153,12 +156,12 @@ fn the_readmes_reference_table_and_the_schema_name_the_same_keys() {
                 None => break,
             }
         }
-        in_readme.iter().any(|row| row.starts_with(&format!("{key}.")))
+        in_reference.iter().any(|row| row.starts_with(&format!("{key}.")))
     };
     let undocumented: Vec<&String> = in_schema.iter().filter(|key| !documented(key)).collect();
     assert!(
         undocumented.is_empty(),
-        "keys missing from the README's table: {undocumented:?}"
+        "keys missing from the reference's table: {undocumented:?}"
     );
 }
 

@@ -94,7 +94,7 @@ WASM = WasmBuild()
 # The header the module sets to a tool's cluster, for the route that forwards routed calls.
 CLUSTER_HEADER = "x-switchblade-cluster"
 # The filter state the module sets on each call it routes; the route matches it too, so that
-# only the module can choose that route (README: Envoy wiring).
+# only the module can choose that route (docs/configuration.md: Envoy wiring).
 ROUTED_CALL_FILTER_STATE = "switchblade.routed_call"
 
 
@@ -172,7 +172,7 @@ MODULE_TOKEN_PAYLOAD = "switchblade.token_payload"
 
 def _module_token_payload(bootstrap: dict[str, Any]) -> None:
     """Envoy 1.40's module ABI reads no metadata objects: a bootstrap whose (Wasm) filter reads
-    the token payload from jwt_authn's metadata gets the README's bridge instead, a
+    the token payload from jwt_authn's metadata gets docs/authorization.md's bridge instead, a
     set_filter_state filter copying it into filter state, where the module reads it."""
     for listener in bootstrap["static_resources"]["listeners"]:
         for chain in listener["filter_chains"]:

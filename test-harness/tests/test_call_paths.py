@@ -2,7 +2,7 @@
 endpoint, a full circuit breaker) are answered at once, alone or batched, with and without the
 module's routing; and a routed call keeps its deadline after the upstream's headers, takes an
 answer larger than Envoy's buffer, carries none of the client's trailers, and meets a reset the
-way the README says."""
+way docs/deployment.md says."""
 
 from __future__ import annotations
 
@@ -230,7 +230,7 @@ def test_a_reset_after_the_upstreams_headers() -> None:
     """The upstream sends its headers, then resets the stream. The Wasm filter (and the
     module's callouts) answer UNAVAILABLE. A call the module routes holds the upstream's
     headers back by then, and Envoy's router answers the client itself, past the module: HTTP
-    503 with its own words (README: Wasm filter or dynamic module?)."""
+    503 with its own words (docs/deployment.md: Wasm filter or dynamic module?)."""
     peer = HeadersThenReset(stands_in_for=DEMO_CLUSTERS)
     with in_front_of(peer, {"services": {USERS: {"cluster": "demo_grpc"}}}, "envoy-reset-after-headers") as envoy:
         mcp = Mcp(envoy.mcp_url)

@@ -45,7 +45,7 @@ def test_every_embedded_configuration_passes_the_filters_validation() -> None:
 
 
 def test_check_reports_every_file_of_the_repository(tmp_path: Path) -> None:
-    """The README's command, from a directory without the demo's ECDS file: each file that
+    """The command docs/your-services.md shows, from a directory without the demo's ECDS file: each file that
     configures the filter passes; envoy/demo.yaml says where its ECDS file is not."""
     files = sorted(REPO.glob("envoy/*.yaml")) + sorted(REPO.glob("deploy/*/*.yaml")) + sorted(REPO.glob("envoy/ecds/*.yaml"))
     result = subprocess.run([str(CLI_BIN), "check", *map(str, files)], cwd=tmp_path, capture_output=True, text=True,
@@ -170,8 +170,8 @@ def test_the_deploy_manifests_name_only_images_this_repository_builds() -> None:
               for container in document["spec"]["template"]["spec"]["containers"]}
     compose = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     assert images == {compose["services"]["upstream"]["image"]}
-    # The Wasm image's name in both manifests is the same, and the README pushes to it.
+    # The Wasm image's name in both manifests is the same, and docs/deployment.md pushes to it.
     urls = {resource(ISTIO, "WasmPlugin")["spec"]["url"].removeprefix("oci://"),
             resource(ENVOY_GATEWAY, "EnvoyExtensionPolicy")["spec"]["wasm"][0]["code"]["image"]["url"]}
     assert len(urls) == 1
-    assert re.search(rf"--push {re.escape(urls.pop())}\b", (REPO / "README.md").read_text())
+    assert re.search(rf"--push {re.escape(urls.pop())}\b", (REPO / "docs/deployment.md").read_text())
