@@ -6,6 +6,7 @@ One Envoy of its own, so that every count is exact; the same tests for either bu
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import uuid
 
@@ -13,6 +14,7 @@ import httpx2
 import pytest
 import yaml
 
+import filter_build
 from filter_build import demo_plugin
 from processes import CLI_BIN, PROMETHEUS_BIN, PROMETHEUS_CONFIG, REPO, Envoy, Prometheus, Upstream, wait_until
 
@@ -175,6 +177,44 @@ def test_promtool_checks_and_tests_the_rules() -> None:
                     ["test", "rules", "switchblade.rules.test.yml"]):
         result = subprocess.run([promtool, *command], cwd=folder, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, f"promtool {' '.join(command)}:\n{result.stdout}{result.stderr}"
+
+
+DASHBOARD = REPO / "deploy/grafana/switchblade.json"
+# The dashboard's panels whose series this module's requests produce, in either build: each must
+# show data. The others (rate limits, tasks, reflection, and the Wasm VM's memory under the
+# module) must still be queries Prometheus runs, over stats Switchblade documents.
+PANELS_WITH_DATA = {
+    "Calls per second, by tool and outcome", "Share of calls that failed, by tool", "Upstream time, p99, by tool",
+    "Failures by gRPC status", "Arguments refused at the gate, by tool",
+    "Requests refused before JSON-RPC, by reason", "JSON-RPC requests, by method and protocol version",
+}
+
+
+@needs_prometheus
+def test_every_panel_of_the_grafana_dashboard_is_a_query_prometheus_answers(observed: Observed) -> None:
+    """deploy/grafana/switchblade.json: each panel's query, with Grafana's variables given
+    values, run by promtool against the Prometheus that scrapes this module's Envoy."""
+    dashboard = json.loads(DASHBOARD.read_text())
+    promtool = PROMETHEUS_BIN.replace("prometheus", "promtool") if PROMETHEUS_BIN else "promtool"
+    documented = set(re.findall(r"^\| `(switchblade_\w+)` \|", (REPO / "docs/observability.md").read_text(), re.MULTILINE))
+    targets = [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel.get("targets", [])]
+    assert {title for title, _ in targets} >= PANELS_WITH_DATA
+    with_data = PANELS_WITH_DATA | ({"Wasm VM memory"} if filter_build.current() is filter_build.WASM else set())
+
+    def answer(expr: str) -> list:
+        run = subprocess.run([promtool, "query", "instant", "-o", "json", observed.prometheus.url, expr],
+                             capture_output=True, text=True, timeout=30)
+        assert run.returncode == 0, f"promtool query instant {expr}:\n{run.stdout}{run.stderr}"
+        return json.loads(run.stdout)
+
+    for title, expr in targets:
+        metrics = {name.removesuffix("_bucket") for name in re.findall(r"\b(switchblade_\w+)", expr)}
+        assert metrics and metrics <= documented, (title, metrics - documented)
+        concrete = expr.replace("$__rate_interval", "1m").replace("$tool", ".+")
+        if title in with_data:
+            wait_until(lambda: len(answer(concrete)) > 0, f"the panel {title!r} shows data: {concrete}", timeout=30)
+        else:
+            answer(concrete)
 
 
 def test_stat_names_carry_labels_not_tools(observed: Observed) -> None:
