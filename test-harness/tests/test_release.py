@@ -171,3 +171,39 @@ def test_the_builds_from_a_checkout_elsewhere_are_the_same(tmp_path: Path) -> No
         rebuilt = (target_dir / BUILT[name].relative_to(REPO / "target")).read_bytes()
         assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(BUILT[name].read_bytes()).hexdigest(), \
             f"{name} depends on the checkout's path"
+
+
+def test_a_tagged_release_is_a_committed_tree_with_its_changelog(tmp_path: Path) -> None:
+    """`scripts/release --tag`: refused while CHANGELOG.md has no section for the workspace's
+    version (or the tree is not committed, or the tag exists), and otherwise tags HEAD."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "--quiet", "--no-hardlinks", str(REPO), str(clone)], check=True, timeout=120)
+    git = ["git", "-C", str(clone), "-c", "user.name=Release Test", "-c", "user.email=release@example.com"]
+    version = tomllib.loads((clone / "Cargo.toml").read_text())["workspace"]["package"]["version"]
+    target_dir = seed(tmp_path, 1_000_000_000)
+
+    def release() -> subprocess.CompletedProcess:
+        return subprocess.run([str(clone / "scripts/release"), "--no-build", "--tag", "--target-dir", str(target_dir),
+                               "--dist", str(tmp_path / "dist")], cwd=clone, capture_output=True, text=True, timeout=120)
+
+    changelog = clone / "CHANGELOG.md"
+    text = changelog.read_text()
+    if f"\n## {version}\n" in text:
+        text = text.replace(f"\n## {version}\n", "\n## Earlier\n")
+        changelog.write_text(text)
+        subprocess.run([*git, "commit", "--quiet", "-am", "no section for the version"], check=True, timeout=60)
+    refused = release()
+    assert refused.returncode == 1
+    assert f'CHANGELOG.md has no section "## {version}"' in refused.stderr, refused.stderr
+    changelog.write_text(text.replace("\n## Unreleased\n", f"\n## {version} (2026-12-05)\n", 1))
+    uncommitted = release()
+    assert uncommitted.returncode == 1 and "not committed" in uncommitted.stderr, uncommitted.stderr
+    subprocess.run([*git, "commit", "--quiet", "-am", f"Switchblade {version}"], check=True, timeout=60)
+    released = release()
+    assert released.returncode == 0, released.stderr
+    tagged = subprocess.run([*git, "rev-parse", f"v{version}^{{commit}}"], capture_output=True, text=True, check=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    assert tagged.stdout == head.stdout
+    assert (tmp_path / "dist/SHA256SUMS").exists()
+    again = release()
+    assert again.returncode == 1 and f"the tag v{version} exists already" in again.stderr, again.stderr

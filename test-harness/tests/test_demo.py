@@ -1,0 +1,66 @@
+"""The README's first command: `scripts/demo` (or `--module`) starts, serves the three demo
+tools at http://127.0.0.1:10000/mcp, answers the README's curl session, and needs no Node: its
+bootstrap (`--demo`) leaves the tests' TypeScript clients out. It runs on the demo's fixed
+ports, so it skips when something else holds one of them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import stat
+import subprocess
+from pathlib import Path
+
+import httpx2
+import pytest
+
+import filter_build
+from processes import REPO, wait_until
+
+DEMO_PORTS = (10000, 9901, 50051, 50052)
+MCP_URL = "http://127.0.0.1:10000/mcp"
+
+
+def in_use(port: int) -> bool:
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path) -> None:
+    busy = [port for port in DEMO_PORTS if in_use(port)]
+    if busy:
+        pytest.skip(f"the demo's ports are in use: {busy} (is scripts/demo running?)")
+    # Node and npm, first on PATH, fail and leave a mark: the demo must not call them.
+    shims = tmp_path / "bin"
+    shims.mkdir()
+    for tool in ("node", "npm", "npx"):
+        shim = shims / tool
+        shim.write_text(f"#!/bin/sh\necho called >> {tmp_path / 'node-called'}\nexit 1\n")
+        shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    arguments = ["--module"] if filter_build.current() is filter_build.MODULE else []
+    demo = subprocess.Popen([str(REPO / "scripts/demo"), *arguments], cwd=REPO,
+                            env={**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        wait_until(lambda: httpx2.get("http://127.0.0.1:9901/ready", timeout=1).status_code == 200,
+                   "the demo's Envoy", timeout=300, process=demo)
+        headers = {"content-type": "application/json"}
+        listed = httpx2.post(MCP_URL, headers=headers, timeout=10,
+                             content='{"jsonrpc":"2.0","id":1,"method":"tools/list"}').json()
+        assert [tool["name"] for tool in listed["result"]["tools"]] == [
+            "CatalogService_Search", "CatalogService_GetItem", "UserService_GetUser"]
+        called = httpx2.post(MCP_URL, headers=headers, timeout=10, content=(
+            '{"jsonrpc":"2.0","id":2,"method":"tools/call",'
+            '"params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}')).json()
+        assert called["result"]["structuredContent"]["username"] == "ada"
+        refused = httpx2.post(MCP_URL, headers=headers, timeout=10, content=(
+            '{"jsonrpc":"2.0","id":3,"method":"tools/call",'
+            '"params":{"name":"UserService_GetUser","arguments":{"user_id":{"$ne":null}}}}')).json()
+        assert refused["result"]["isError"] is True
+        assert not (tmp_path / "node-called").exists(), "scripts/demo ran node or npm"
+    finally:
+        os.killpg(demo.pid, signal.SIGTERM)
+        output, _ = demo.communicate(timeout=30)
+    assert "Switchblade is serving MCP at:  http://127.0.0.1:10000/mcp" in output, output[-3000:]
+    wait_until(lambda: not any(in_use(port) for port in DEMO_PORTS), "the demo's ports freed", timeout=20)
