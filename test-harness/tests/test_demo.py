@@ -6,6 +6,7 @@ ports, so it skips when something else holds one of them."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import stat
@@ -27,24 +28,38 @@ def in_use(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
-def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path) -> None:
-    busy = [port for port in DEMO_PORTS if in_use(port)]
-    if busy:
-        pytest.skip(f"the demo's ports are in use: {busy} (is scripts/demo running?)")
-    # Node and npm, first on PATH, fail and leave a mark: the demo must not call them.
+def node_shims(tmp_path: Path) -> Path:
+    """A directory to put first on PATH: node, npm and npx fail and leave a mark, and `cmp`
+    says the Node packages' lock files differ from the installed ones (so that a bootstrap that
+    installs them calls npm even where they are installed)."""
     shims = tmp_path / "bin"
     shims.mkdir()
     for tool in ("node", "npm", "npx"):
         shim = shims / tool
         shim.write_text(f"#!/bin/sh\necho called >> {tmp_path / 'node-called'}\nexit 1\n")
         shim.chmod(shim.stat().st_mode | stat.S_IEXEC)
+    real_cmp = shutil.which("cmp")
+    cmp = shims / "cmp"
+    cmp.write_text(f'#!/bin/sh\ncase "$*" in *package-lock*) exit 1 ;; esac\nexec {real_cmp} "$@"\n')
+    cmp.chmod(cmp.stat().st_mode | stat.S_IEXEC)
+    return shims
+
+
+def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path) -> None:
+    busy = [port for port in DEMO_PORTS if in_use(port)]
+    if busy:
+        pytest.skip(f"the demo's ports are in use: {busy} (is scripts/demo running?)")
+    shims = node_shims(tmp_path)
     arguments = ["--module"] if filter_build.current() is filter_build.MODULE else []
-    demo = subprocess.Popen([str(REPO / "scripts/demo"), *arguments], cwd=REPO,
-                            env={**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    log = tmp_path / "demo.log"
+    with log.open("w") as output:
+        demo = subprocess.Popen([str(REPO / "scripts/demo"), *arguments], cwd=REPO,
+                                env={**os.environ, "PATH": f"{shims}:{os.environ['PATH']}"},
+                                stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        wait_until(lambda: httpx2.get("http://127.0.0.1:9901/ready", timeout=1).status_code == 200,
-                   "the demo's Envoy", timeout=300, process=demo)
+        # The demo says where it serves once its Envoy is ready.
+        wait_until(lambda: "Switchblade is serving MCP at:  http://127.0.0.1:10000/mcp" in log.read_text(),
+                   "the demo's MCP URL", timeout=300, process=demo)
         headers = {"content-type": "application/json"}
         listed = httpx2.post(MCP_URL, headers=headers, timeout=10,
                              content='{"jsonrpc":"2.0","id":1,"method":"tools/list"}').json()
@@ -61,6 +76,5 @@ def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: P
         assert not (tmp_path / "node-called").exists(), "scripts/demo ran node or npm"
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
-        output, _ = demo.communicate(timeout=30)
-    assert "Switchblade is serving MCP at:  http://127.0.0.1:10000/mcp" in output, output[-3000:]
+        demo.wait(timeout=30)
     wait_until(lambda: not any(in_use(port) for port in DEMO_PORTS), "the demo's ports freed", timeout=20)
