@@ -77,6 +77,11 @@ pub struct ConfigArgs {
     /// A request header to forward upstream as gRPC metadata (repeatable; written in lowercase).
     #[arg(long = "forward-header", value_name = "NAME")]
     pub forward_headers: Vec<String>,
+    /// A browser origin allowed to call (`https://chat.example.com`, repeatable): the
+    /// configuration's `allowed_origins`, and in the bootstraps Envoy's CORS filter for the
+    /// same origins, so that a browser-based MCP client's preflights are answered.
+    #[arg(long = "allowed-origin", value_name = "ORIGIN")]
+    pub allowed_origins: Vec<String>,
     /// This MCP endpoint's URL as clients reach it (`https://mcp.example.com/mcp`): an
     /// authenticated configuration. Tokens must be issued for this resource, OAuth clients
     /// find the authorization server in its protected resource metadata (RFC 9728), and
@@ -451,6 +456,9 @@ pub fn plugin_config(args: &ConfigArgs, descriptor_set: &[u8]) -> Result<Map<Str
             .map(|name| name.to_ascii_lowercase())
             .collect();
         config.insert("forward_headers".into(), json!(lowercase));
+    }
+    if !args.allowed_origins.is_empty() {
+        config.insert("allowed_origins".into(), json!(args.allowed_origins));
     }
     if let Some(authorization) = authorization_section(args) {
         config.insert("authorization".into(), authorization);

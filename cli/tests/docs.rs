@@ -831,8 +831,14 @@ fn help_entries(help: &str, section: &str) -> Vec<String> {
     let Some(rest) = help.split(&format!("\n{section}:\n")).nth(1) else {
         return Vec::new();
     };
+    // Long help puts a blank line between entries; the section ends at the next heading.
     rest.lines()
-        .take_while(|line| line.starts_with(' '))
+        .take_while(|line| line.is_empty() || line.starts_with(' '))
+        .filter(|line| {
+            let entry = line.trim_start();
+            // An entry's own line, not a line of its description.
+            entry.starts_with('-') || (section == "Commands" && line.starts_with("  ") && !line.starts_with("      "))
+        })
         .filter_map(|line| {
             let entry = line.trim_start();
             match section {

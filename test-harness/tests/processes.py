@@ -287,7 +287,9 @@ class Envoy:
         config["static_resources"]["listeners"][0]["address"]["socket_address"]["port_value"] = self.port
         ports = self.backend.clusters
         clusters = config["static_resources"]["clusters"]
-        unserved = [cluster["name"] for cluster in clusters if cluster["name"] not in ports]
+        # A cluster without endpoints (a bootstrap's dead end) needs no stand-in.
+        unserved = [cluster["name"] for cluster in clusters
+                    if cluster["name"] not in ports and cluster["load_assignment"]["endpoints"]]
         if unserved:
             raise ValueError(f"the backend stands in for no cluster named {', '.join(unserved)}")
         for cluster in clusters:

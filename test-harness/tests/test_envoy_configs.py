@@ -127,6 +127,48 @@ def test_the_bootstrap_the_cli_prints_serves_tool_calls(upstream: Upstream) -> N
         proxy.stop()
 
 
+ALLOWED_ORIGIN = "http://app.example.test:8080"
+FOREIGN_ORIGIN = "http://evil.example.test"
+
+
+def test_with_allowed_origins_the_printed_bootstrap_lets_those_browsers_in(upstream: Upstream) -> None:
+    """`--allowed-origin`: Envoy's CORS filter answers an allowed origin's preflight with the MCP
+    headers allowed and the session id exposed, and marks its answers; another origin's
+    preflight gets no permission and its POST is refused (403); nothing refused is sent."""
+    bootstrap = yaml.safe_load(printed_bootstrap("--allowed-origin", ALLOWED_ORIGIN))
+    proxy = Envoy(upstream, bootstrap=bootstrap, name="envoy-cors").start()
+    try:
+        upstream.reset()
+
+        def preflight(origin: str) -> httpx2.Response:
+            return httpx2.options(proxy.mcp_url, timeout=5, headers={
+                "origin": origin, "access-control-request-method": "POST",
+                "access-control-request-headers": "content-type, mcp-protocol-version, mcp-session-id"})
+
+        allowed = preflight(ALLOWED_ORIGIN)
+        assert allowed.status_code == 200, allowed.text
+        assert allowed.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+        assert "POST" in allowed.headers["access-control-allow-methods"]
+        granted = {name.strip() for name in allowed.headers["access-control-allow-headers"].split(",")}
+        assert {"content-type", "mcp-protocol-version", "mcp-session-id", "authorization"} <= granted
+        foreign = preflight(FOREIGN_ORIGIN)
+        assert "access-control-allow-origin" not in foreign.headers, foreign.headers
+
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "UserService_GetUser", "arguments": {"user_id": 1}}}
+        headers = {"accept": "application/json, text/event-stream"}
+        answered = httpx2.post(proxy.mcp_url, json=body, timeout=5, headers={**headers, "origin": ALLOWED_ORIGIN})
+        assert answered.json()["result"]["structuredContent"]["username"] == "ada"
+        assert answered.headers["access-control-allow-origin"] == ALLOWED_ORIGIN
+        assert "mcp-session-id" in answered.headers["access-control-expose-headers"]
+        refused = httpx2.post(proxy.mcp_url, json=body, timeout=5, headers={**headers, "origin": FOREIGN_ORIGIN})
+        assert refused.status_code == 403, refused.text
+        assert "access-control-allow-origin" not in refused.headers
+        assert upstream.calls() == {f"/{USERS}/GetUser": 1}
+    finally:
+        proxy.stop()
+
+
 def services(**extra) -> str:
     """A plugin configuration exposing the catalog service with `extra` settings."""
     return json.dumps({"services": {CATALOG: {"cluster": "demo_grpc", **extra}}})

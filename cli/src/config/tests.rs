@@ -23,6 +23,7 @@ fn users_args(format: Format) -> ConfigArgs {
         metadata: vec![],
         discovery: DiscoveryArg::List,
         forward_headers: vec!["X-Request-Id".into()],
+        allowed_origins: vec![],
         resource: None,
         authorization_servers: vec![],
         jwks_uri: None,
@@ -482,4 +483,60 @@ fn an_authenticated_bootstrap_needs_the_keys_and_a_secure_resource() {
     };
     let plugin: Value = serde_json::from_str(&config(&open).unwrap()).unwrap();
     assert_eq!(plugin["authorization"]["unlisted"], "allow");
+}
+
+#[test]
+fn allowed_origins_bring_envoys_cors_filter_with_the_same_origins() {
+    let bootstrap = |origins: &[&str], format: Format| -> Value {
+        let args = ConfigArgs {
+            allowed_origins: origins.iter().map(|origin| (*origin).to_owned()).collect(),
+            ..users_args(format)
+        };
+        yaml_serde::from_str(&config(&args).unwrap()).unwrap()
+    };
+    for format in [Format::Envoy, Format::Module] {
+        let printed = bootstrap(&["https://chat.example.com", "*"], format);
+        let manager = &printed["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"];
+        assert_eq!(
+            manager["http_filters"][0]["name"], "envoy.filters.http.cors",
+            "first, before any token check"
+        );
+        let host = &manager["route_config"]["virtual_hosts"][0];
+        let policy = &host["typed_per_filter_config"]["envoy.filters.http.cors"];
+        assert_eq!(
+            policy["allow_origin_string_match"],
+            serde_json::json!([{"exact": "https://chat.example.com"}, {"safe_regex": {"regex": ".*"}}])
+        );
+        assert!(policy["expose_headers"].as_str().unwrap().contains("mcp-session-id"));
+        // The CORS filter passes over direct responses: the MCP route leads to a dead end.
+        let mcp = host["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|route| route["match"]["path"] == "/mcp")
+            .unwrap();
+        assert_eq!(mcp["route"]["cluster"], "switchblade_unanswered");
+        let clusters = printed["static_resources"]["clusters"].as_array().unwrap();
+        let dead_end = clusters
+            .iter()
+            .find(|cluster| cluster["name"] == "switchblade_unanswered")
+            .unwrap();
+        assert_eq!(dead_end["load_assignment"]["endpoints"], serde_json::json!([]));
+        let plugin: Value = serde_json::from_str(
+            manager["http_filters"][1]["typed_config"]
+                .pointer("/config/configuration/value")
+                .or_else(|| manager["http_filters"][1]["typed_config"].pointer("/filter_config/value"))
+                .and_then(Value::as_str)
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(
+            plugin["allowed_origins"],
+            serde_json::json!(["https://chat.example.com", "*"])
+        );
+        // Without origins, no CORS filter and the direct response stays.
+        let plain = bootstrap(&[], format);
+        let text = serde_json::to_string(&plain).unwrap();
+        assert!(!text.contains("envoy.filters.http.cors") && !text.contains("switchblade_unanswered"));
+    }
 }

@@ -141,8 +141,14 @@ fn http2_cluster(name: &str) -> Value {
 /// `http_filters`, the HTTP/2 clusters of the configuration, the stats' tag extraction, and
 /// Envoy's admin on 127.0.0.1:9901 (its /stats show the filter's); for an authenticated
 /// configuration, with the token check's cluster and local reply mapping.
-fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Value>) -> Result<Value, String> {
+fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, mut http_filters: Vec<Value>) -> Result<Value, String> {
+    let mut virtual_host = json!({"name": "all", "domains": ["*"], "routes": routes});
     let mut clusters: Vec<Value> = cluster_names(wiring).iter().map(|name| http2_cluster(name)).collect();
+    if let Some(policy) = cors_policy(wiring) {
+        http_filters.insert(0, cors_filter());
+        virtual_host["typed_per_filter_config"] = json!({ CORS_FILTER: policy });
+        clusters.push(unanswered_cluster());
+    }
     if let Some(authentication) = wiring.authentication {
         clusters.push(authentication::jwks_cluster(authentication)?);
     }
@@ -168,7 +174,7 @@ fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Val
                         "preserve_external_request_id": true,
                         "route_config": {
                             "name": "local",
-                            "virtual_hosts": [{"name": "all", "domains": ["*"], "routes": routes}]
+                            "virtual_hosts": [virtual_host]
                         },
                         "http_filters": http_filters
                     }
@@ -185,6 +191,48 @@ fn bootstrap_with(wiring: &Wiring<'_>, routes: Vec<Value>, http_filters: Vec<Val
     Ok(bootstrap)
 }
 
+const CORS_FILTER: &str = "envoy.filters.http.cors";
+
+/// Envoy's CORS filter, first: it answers a browser's preflight (`OPTIONS`) itself, before a
+/// token check or Switchblade, and marks the answers to allowed origins.
+fn cors_filter() -> Value {
+    json!({
+        "name": CORS_FILTER,
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"}
+    })
+}
+
+/// The headers a browser-based MCP client sends and reads: the protocol's own (the version,
+/// the session, the stateless era's method and name), a bearer token, and the resumption of a
+/// stream of events; the session id and an OAuth challenge are read back.
+const CORS_ALLOW_HEADERS: &str =
+    "content-type, accept, authorization, mcp-protocol-version, mcp-session-id, mcp-method, mcp-name, last-event-id";
+const CORS_EXPOSE_HEADERS: &str = "mcp-session-id, mcp-protocol-version, www-authenticate";
+
+/// The CORS policy for the configuration's `allowed_origins`, the same list the filter checks
+/// `Origin` against: none without it.
+fn cors_policy(wiring: &Wiring<'_>) -> Option<Value> {
+    let origins = wiring.plugin.get("allowed_origins")?.as_array()?;
+    let matchers: Vec<Value> = origins
+        .iter()
+        .filter_map(Value::as_str)
+        .map(|origin| match origin {
+            "*" => json!({"safe_regex": {"regex": ".*"}}),
+            origin => json!({"exact": origin}),
+        })
+        .collect();
+    (!matchers.is_empty()).then(|| {
+        json!({
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.CorsPolicy",
+            "allow_origin_string_match": matchers,
+            "allow_methods": "GET, POST, DELETE, OPTIONS",
+            "allow_headers": CORS_ALLOW_HEADERS,
+            "expose_headers": CORS_EXPOSE_HEADERS,
+            "max_age": "600"
+        })
+    })
+}
+
 fn router_filter() -> Value {
     json!({
         "name": "envoy.filters.http.router",
@@ -193,13 +241,31 @@ fn router_filter() -> Value {
 }
 
 /// The route for the MCP path, which the filter answers itself: anything that reaches its
-/// direct response means the filter did not.
+/// direct response means the filter did not. With a CORS policy, Envoy's CORS filter would
+/// pass over a direct response's route, so the route leads instead to a cluster without
+/// endpoints (Envoy answers 503 `no healthy upstream`), which nothing unanswered gets past.
 fn mcp_route(wiring: &Wiring<'_>, filter: &str) -> Value {
+    if cors_policy(wiring).is_some() {
+        return json!({"match": {"path": mcp_path(wiring)}, "route": {"cluster": UNANSWERED_CLUSTER}});
+    }
     json!({
         "match": {"path": mcp_path(wiring)},
         "direct_response": {
             "status": 503,
             "body": {"inline_string": format!("the Switchblade {filter} did not answer this request\n")}
         }
+    })
+}
+
+/// The MCP route's cluster when CORS is on: no endpoints, so no request the filter did not
+/// answer reaches anything.
+const UNANSWERED_CLUSTER: &str = "switchblade_unanswered";
+
+fn unanswered_cluster() -> Value {
+    json!({
+        "name": UNANSWERED_CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {"cluster_name": UNANSWERED_CLUSTER, "endpoints": []}
     })
 }
