@@ -68,6 +68,13 @@ FETCH_BAD_PORTS = frozenset({10080})
 _handed_out: set[int] = set()
 
 
+def port_in_use(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:`port` (a fixed port of the demo's or the
+    quick start's)."""
+    with socket.socket() as probe:
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
 def free_port() -> int:
     """A port free now, below the ephemeral range, and never handed out before by this process:
     a port the kernel hands out for `bind(0)` may be taken as an outgoing connection's source

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 from pathlib import Path
@@ -17,15 +16,10 @@ import httpx2
 import pytest
 
 import filter_build
-from processes import REPO, wait_until
+from processes import REPO, port_in_use, wait_until
 
 DEMO_PORTS = (10000, 9901, 50051, 50052)
 MCP_URL = "http://127.0.0.1:10000/mcp"
-
-
-def in_use(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def node_shims(tmp_path: Path) -> Path:
@@ -46,7 +40,7 @@ def node_shims(tmp_path: Path) -> Path:
 
 
 def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path) -> None:
-    busy = [port for port in DEMO_PORTS if in_use(port)]
+    busy = [port for port in DEMO_PORTS if port_in_use(port)]
     if busy:
         pytest.skip(f"the demo's ports are in use: {busy} (is scripts/demo running?)")
     shims = node_shims(tmp_path)
@@ -77,4 +71,4 @@ def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: P
     finally:
         os.killpg(demo.pid, signal.SIGTERM)
         demo.wait(timeout=30)
-    wait_until(lambda: not any(in_use(port) for port in DEMO_PORTS), "the demo's ports freed", timeout=20)
+    wait_until(lambda: not any(port_in_use(port) for port in DEMO_PORTS), "the demo's ports freed", timeout=20)

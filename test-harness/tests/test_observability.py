@@ -25,6 +25,9 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 # Every upstream answer waits this long, so that the latency histogram has something to show.
 DELAY_MS = 60
 
+# promtool comes with Prometheus, beside it.
+PROMTOOL = PROMETHEUS_BIN.replace("prometheus", "promtool") if PROMETHEUS_BIN else "promtool"
+
 needs_prometheus = pytest.mark.skipif(
     PROMETHEUS_BIN is None, reason="Prometheus is not installed (scripts/test installs Debian's prometheus)"
 )
@@ -171,11 +174,10 @@ def test_the_shipped_rules_run_in_prometheus(observed: Observed) -> None:
 @needs_prometheus
 def test_promtool_checks_and_tests_the_rules() -> None:
     folder = PROMETHEUS_CONFIG.parent
-    promtool = PROMETHEUS_BIN.replace("prometheus", "promtool") if PROMETHEUS_BIN else "promtool"
     for command in (["check", "config", "prometheus.yml"],
                     ["check", "rules", "switchblade.rules.yml"],
                     ["test", "rules", "switchblade.rules.test.yml"]):
-        result = subprocess.run([promtool, *command], cwd=folder, capture_output=True, text=True, timeout=60)
+        result = subprocess.run([PROMTOOL, *command], cwd=folder, capture_output=True, text=True, timeout=60)
         assert result.returncode == 0, f"promtool {' '.join(command)}:\n{result.stdout}{result.stderr}"
 
 
@@ -195,14 +197,13 @@ def test_every_panel_of_the_grafana_dashboard_is_a_query_prometheus_answers(obse
     """deploy/grafana/switchblade.json: each panel's query, with Grafana's variables given
     values, run by promtool against the Prometheus that scrapes this module's Envoy."""
     dashboard = json.loads(DASHBOARD.read_text())
-    promtool = PROMETHEUS_BIN.replace("prometheus", "promtool") if PROMETHEUS_BIN else "promtool"
     documented = set(re.findall(r"^\| `(switchblade_\w+)` \|", (REPO / "docs/observability.md").read_text(), re.MULTILINE))
     targets = [(panel["title"], target["expr"]) for panel in dashboard["panels"] for target in panel.get("targets", [])]
     assert {title for title, _ in targets} >= PANELS_WITH_DATA
     with_data = PANELS_WITH_DATA | ({"Wasm VM memory"} if filter_build.current() is filter_build.WASM else set())
 
     def answer(expr: str) -> list:
-        run = subprocess.run([promtool, "query", "instant", "-o", "json", observed.prometheus.url, expr],
+        run = subprocess.run([PROMTOOL, "query", "instant", "-o", "json", observed.prometheus.url, expr],
                              capture_output=True, text=True, timeout=30)
         assert run.returncode == 0, f"promtool query instant {expr}:\n{run.stdout}{run.stderr}"
         return json.loads(run.stdout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
@@ -17,15 +16,10 @@ import httpx2
 import pytest
 
 import filter_build
-from processes import REPO, free_port, wait_until
+from processes import REPO, free_port, port_in_use, wait_until
 
 PAGE = REPO / "docs/quickstart.md"
 PORTS = (10000, 9901, 50051)
-
-
-def in_use(port: int) -> bool:
-    with socket.socket() as probe:
-        return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
 def blocks() -> list[tuple[str, str]]:
@@ -36,7 +30,7 @@ def blocks() -> list[tuple[str, str]]:
 def test_the_quick_start_serves_your_service_to_an_mcp_client(tmp_path: Path) -> None:
     if filter_build.current() is not filter_build.WASM:
         pytest.skip("the quick start prints the Wasm filter's bootstrap; it runs in the --build wasm session")
-    busy = [port for port in PORTS if in_use(port)]
+    busy = [port for port in PORTS if port_in_use(port)]
     if busy:
         pytest.skip(f"the quick start's ports are in use: {busy}")
     found = blocks()
@@ -75,4 +69,4 @@ def test_the_quick_start_serves_your_service_to_an_mcp_client(tmp_path: Path) ->
             pass
         upstream.terminate()
         upstream.wait(timeout=10)
-    wait_until(lambda: not any(in_use(port) for port in PORTS), "the quick start's ports freed", timeout=20)
+    wait_until(lambda: not any(port_in_use(port) for port in PORTS), "the quick start's ports freed", timeout=20)
