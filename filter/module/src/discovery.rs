@@ -10,14 +10,14 @@ use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 
 use crate::abi::ConfigHost;
 use crate::clock::now;
-use crate::heard::Heard;
+use crate::deferred::Deferred;
 
 /// The configuration's reflection refreshes.
 pub struct LiveCatalog {
     refresher: Mutex<Refresher>,
     /// What Envoy told about a stream while the refresher was busy starting one (should it
     /// answer inside `start_call`): delivered as soon as the start returns.
-    deferred: Mutex<Vec<(u64, Heard)>>,
+    deferred: Mutex<Vec<(u64, Deferred)>>,
 }
 
 /// A lock only the main thread takes; a panic there leaves state that is still readable.
@@ -44,7 +44,7 @@ impl LiveCatalog {
         match self.refresher.try_lock() {
             Ok(mut refresher) => refresher.heard(stream, part),
             Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner().heard(stream, part),
-            Err(TryLockError::WouldBlock) => locked(&self.deferred).push((stream, Heard::from(part))),
+            Err(TryLockError::WouldBlock) => locked(&self.deferred).push((stream, Deferred::from(part))),
         }
     }
 
@@ -56,7 +56,7 @@ impl LiveCatalog {
                 .into_inner()
                 .ended(stream, reset, now(), |call| start(host, call)),
             Err(TryLockError::WouldBlock) => {
-                locked(&self.deferred).push((stream, Heard::Ended { reset }));
+                locked(&self.deferred).push((stream, Deferred::Ended { reset }));
                 return None;
             }
         };
@@ -73,8 +73,8 @@ impl LiveCatalog {
             }
             for (stream, heard) in deferred {
                 match heard {
-                    Heard::Part(part) => self.heard(stream, part.as_part()),
-                    Heard::Ended { reset } => {
+                    Deferred::Part(part) => self.heard(stream, part.as_part()),
+                    Deferred::Ended { reset } => {
                         let ended = locked(&self.refresher).ended(stream, reset, now(), |call| start(host, call));
                         refreshed = ended.or(refreshed);
                     }

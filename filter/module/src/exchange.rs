@@ -20,7 +20,7 @@ use switchblade_core::upstream::UpstreamCall;
 
 use crate::clock::now;
 use crate::config::{Config, ServerRef};
-use crate::heard::Heard;
+use crate::deferred::Deferred;
 use crate::host::{Alarm, Body, Facts, HeaderMap, StreamHost};
 
 /// The routed call's token in its reply: it is the request itself, not a stream of its own.
@@ -40,7 +40,7 @@ const STAT_NAME_CAPACITY: usize = 128;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
+pub enum HookStatus {
     /// Let it go on.
     Continue,
     /// Hold it (headers: the body still comes to this filter).
@@ -87,7 +87,7 @@ pub struct Exchange {
     state: RefCell<State>,
     /// What this request told, published with its answer.
     observed: RefCell<Observations>,
-    deferred: RefCell<Vec<(u64, Heard)>>,
+    deferred: RefCell<Vec<(u64, Deferred)>>,
     /// An answer has gone (a local reply, or the tool result in place of the routed call's):
     /// after a panic, a second one is never sent.
     answered: Cell<bool>,
@@ -146,7 +146,7 @@ impl Exchange {
         host.send_response(response.status, &response.header_pairs(), &response.body);
     }
 
-    pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+    pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
         let server = self.server();
         let path = host.header(HeaderMap::Request, ":path").unwrap_or_default();
         let path = header_text(&path);
@@ -167,7 +167,7 @@ impl Exchange {
             return self.answer(host, &metadata);
         }
         let Some(map) = map else {
-            return Verdict::Continue;
+            return HookStatus::Continue;
         };
         let admitted = server.admit_headers(&path, &map.pairs(), &mut self.observed.borrow_mut());
         let headers = match admitted {
@@ -178,15 +178,15 @@ impl Exchange {
             return self.handle(host, &headers, &map, &[], HeldBody::default());
         }
         *self.state.borrow_mut() = State::ReadingBody(Box::new(AdmittedRequest { headers, map }));
-        Verdict::Stop
+        HookStatus::Stop
     }
 
-    pub fn request_body(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+    pub fn request_body(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
         match *self.state.borrow() {
             State::ReadingBody(_) => {}
-            State::PassThrough | State::Routed(_) => return Verdict::Continue,
-            State::CallingOut(_) => return Verdict::Buffer,
-            State::Answered => return Verdict::Drop,
+            State::PassThrough | State::Routed(_) => return HookStatus::Continue,
+            State::CallingOut(_) => return HookStatus::Buffer,
+            State::Answered => return HookStatus::Drop,
         }
         let size = host.body_size(Body::BufferedRequest) + host.body_size(Body::ReceivedRequest);
         let refusal = self
@@ -196,31 +196,31 @@ impl Exchange {
             return self.answer(host, &refusal);
         }
         if !end_of_stream {
-            return Verdict::Buffer;
+            return HookStatus::Buffer;
         }
         self.end_of_request(host)
     }
 
-    pub fn request_trailers(&self, host: &impl StreamHost) -> Verdict {
+    pub fn request_trailers(&self, host: &impl StreamHost) -> HookStatus {
         match *self.state.borrow() {
             State::ReadingBody(_) => {}
-            State::PassThrough => return Verdict::Continue,
-            _ => return Verdict::Stop,
+            State::PassThrough => return HookStatus::Continue,
+            _ => return HookStatus::Stop,
         }
-        let verdict = self.end_of_request(host);
+        let status = self.end_of_request(host);
         if matches!(*self.state.borrow(), State::Routed(_)) {
             // The gRPC call carries nothing of the client's but what the core chose: its
             // trailers would reach the upstream as metadata.
             let trailers = host.headers(HeaderMap::RequestTrailers);
             rewrite::<&[u8]>(host, HeaderMap::RequestTrailers, &trailers, &[]);
         }
-        verdict
+        status
     }
 
     /// The whole request body is in: answer, route, or call out.
-    fn end_of_request(&self, host: &impl StreamHost) -> Verdict {
+    fn end_of_request(&self, host: &impl StreamHost) -> HookStatus {
         let State::ReadingBody(admitted) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
-            return Verdict::Drop;
+            return HookStatus::Drop;
         };
         // A body that is all in one place is used as it is: in the last chunk (Envoy buffered
         // nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with an empty chunk).
@@ -247,7 +247,7 @@ impl Exchange {
         map: &HeaderCopy,
         body: &[u8],
         held: HeldBody,
-    ) -> Verdict {
+    ) -> HookStatus {
         let server = self.server();
         let origin = server.origin(&Facts(host));
         let cancel_key = |request_id| origin.cancel_key(headers, request_id);
@@ -274,7 +274,7 @@ impl Exchange {
         }
         *self.state.borrow_mut() = State::CallingOut(reply);
         self.advance(host);
-        Verdict::Buffer
+        HookStatus::Buffer
     }
 
     /// A wake-up the exchange asked for.
@@ -362,7 +362,7 @@ impl Exchange {
     /// Files how a call ended; whether the state was free to (if not, it is deferred).
     fn file_end(&self, call: u64, reset: bool) -> bool {
         let Ok(mut state) = self.state.try_borrow_mut() else {
-            self.deferred.borrow_mut().push((call, Heard::Ended { reset }));
+            self.deferred.borrow_mut().push((call, Deferred::Ended { reset }));
             return false;
         };
         if let State::CallingOut(reply) = &mut *state {
@@ -373,7 +373,7 @@ impl Exchange {
     }
 
     fn defer(&self, call: u64, part: CallPart<'_>) {
-        self.deferred.borrow_mut().push((call, Heard::from(part)));
+        self.deferred.borrow_mut().push((call, Deferred::from(part)));
     }
 
     /// Starts the calls that may go now, delivers what Envoy told while they started, and
@@ -402,10 +402,10 @@ impl Exchange {
                 }
                 return;
             }
-            for (call, heard) in deferred {
-                match heard {
-                    Heard::Part(part) => self.call_heard(host, call, part.as_part()),
-                    Heard::Ended { reset } => {
+            for (call, event) in deferred {
+                match event {
+                    Deferred::Part(part) => self.call_heard(host, call, part.as_part()),
+                    Deferred::Ended { reset } => {
                         self.file_end(call, reset);
                     }
                 }
@@ -427,12 +427,12 @@ impl Exchange {
         self.answer(host, &reply.into_response());
     }
 
-    fn answer(&self, host: &impl StreamHost, response: &HttpResponse) -> Verdict {
+    fn answer(&self, host: &impl StreamHost, response: &HttpResponse) -> HookStatus {
         *self.state.borrow_mut() = State::Answered;
         self.publish(host);
         self.answered.set(true);
         host.send_response(response.status, &response.header_pairs(), &response.body);
-        Verdict::Drop
+        HookStatus::Drop
     }
 
     /// Adds what the request told to Envoy's stats, and to its filter state

@@ -18,9 +18,9 @@ compile_error!(
 mod abi;
 mod clock;
 mod config;
+mod deferred;
 mod discovery;
 mod exchange;
-mod heard;
 mod host;
 mod process_key;
 

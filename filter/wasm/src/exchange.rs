@@ -26,12 +26,12 @@ use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
 use crate::cancels;
-use crate::clock::{OpenStream, StreamClock, Wake};
 use crate::host_io::{
     buffer, call_out, call_response, header_pairs, header_value, log_fields, map_bytes, now, Facts, HeaderMapBytes,
     SharedData,
 };
 use crate::stats::Stats;
+use crate::stream_clock::{OpenStream, StreamClock, Wake};
 
 /// Marks a gRPC stream's token in the reply's books, apart from callouts' tokens.
 pub(crate) const STREAM: u64 = 1 << 32;

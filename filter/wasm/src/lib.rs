@@ -15,11 +15,11 @@
 #![cfg(target_arch = "wasm32")]
 
 mod cancels;
-mod clock;
 mod exchange;
 mod host_io;
 mod process_key;
 mod stats;
+mod stream_clock;
 mod tick;
 
 use std::rc::Rc;
@@ -35,10 +35,10 @@ use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
 use switchblade_core::server::Server;
 use switchblade_core::streams::CallKind;
 
-use crate::clock::{StreamClock, STREAM_TICK};
 use crate::exchange::{Exchange, Inner};
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
+use crate::stream_clock::{StreamClock, STREAM_TICK};
 use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests};
 
 proxy_wasm::main! {{

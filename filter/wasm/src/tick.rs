@@ -10,9 +10,9 @@ use log::warn;
 use proxy_wasm::hostcalls;
 
 use crate::cancels;
-use crate::clock::{Ending, StreamClock};
 use crate::exchange::{Inner, STREAM};
 use crate::host_io::{now, SharedData};
+use crate::stream_clock::{Ending, StreamClock};
 
 /// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
 /// their requests: each is cancelled; a deadline's call ends with the messages so far as its

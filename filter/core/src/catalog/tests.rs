@@ -1,6 +1,7 @@
 use super::*;
 use crate::descriptors::embedded_pool;
 use crate::streams::CallKind;
+use serde_json::json;
 
 fn build(json: &str) -> Result<Catalog, String> {
     let config = PluginConfig::parse(json.as_bytes()).map_err(|e| e.0)?;

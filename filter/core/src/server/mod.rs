@@ -2,7 +2,7 @@
 //! in a module of its own:
 //!
 //! 1. HTTP admission: the method and declared size from the headers alone
-//!    ([`Server::admit_headers`]), then who may call, content negotiation and the size read
+//!    ([`header_phase`]), then who may call, content negotiation and the size read
 //!    ([`crate::http::admit`]);
 //! 2. the envelope: one JSON-RPC message or a batch, and the protocol era it speaks (here);
 //! 3. the method table: each message's answer, or an upstream call ([`methods`], and
@@ -14,6 +14,7 @@
 //! hands back how each ended ([`crate::upstream`]).
 
 pub mod calls;
+mod header_phase;
 pub mod methods;
 mod origin;
 mod progress;
@@ -37,7 +38,7 @@ use crate::descriptors::{configured_pool, embedded_pool};
 use crate::eras::{declares_modern_envelope, Era, SERVER_INFO_META};
 use crate::grpc::details::StatusDetails;
 use crate::http::Refusal;
-use crate::http::{admit, header_text, is_mcp_path, route, CallerPolicy, HeaderPair, HttpResponse, McpHeaders, Route};
+use crate::http::{admit, CallerPolicy, HttpResponse, McpHeaders};
 use crate::jsonrpc::{self, Body, Message, RpcError, INVALID_REQUEST};
 use crate::observe::Observations;
 use crate::proto_json::gate::ArgumentError;
@@ -245,27 +246,6 @@ impl Server {
         &self.routing
     }
 
-    /// The refusal of a request that carries the routing header (`routing.cluster_header`),
-    /// which only the module may set: a route that forwards by it must never be chosen by a
-    /// client, around authentication, authorization and the gate. `carries` says whether the
-    /// request has a header of that name; asked only when one is configured.
-    pub fn refuse_routing_header(
-        &self,
-        path: &str,
-        carries: impl FnOnce(&str) -> bool,
-        observed: &mut Observations,
-    ) -> Option<HttpResponse> {
-        let header = self.routing.cluster_header.as_deref()?;
-        if !carries(header) {
-            return None;
-        }
-        observed.refused(Refusal::RoutingHeader);
-        Some(HttpResponse::routing_header_refused(
-            header,
-            is_mcp_path(path, &self.mcp_path),
-        ))
-    }
-
     /// The rate limits, if the configuration has any.
     pub fn quota(&self) -> Option<&Quota> {
         self.quota.as_ref()
@@ -294,44 +274,6 @@ impl Server {
     /// The request headers this configuration forwards upstream (lowercase).
     pub fn forward_headers(&self) -> &[String] {
         &self.forward_headers
-    }
-
-    /// The header phase of a request to the MCP path: an answer now, before a byte of the body
-    /// is buffered (a method other than POST, a declared length over the limit), or the headers
-    /// the endpoint reads, to handle the body with.
-    pub fn admit_headers(
-        &self,
-        path: &str,
-        headers: &[HeaderPair<'_>],
-        observed: &mut Observations,
-    ) -> Result<McpHeaders, HttpResponse> {
-        let text = |name: &str| {
-            headers
-                .iter()
-                .find(|(key, _)| *key == name)
-                .map(|(_, value)| header_text(value))
-        };
-        let method = text(":method").unwrap_or_default();
-        if route(&method, path, &self.mcp_path) == Route::MethodNotAllowed {
-            observed.refused(Refusal::MethodNotAllowed);
-            return Err(HttpResponse::method_not_allowed());
-        }
-        let declared = text("content-length").and_then(|length| length.trim().parse::<usize>().ok());
-        if let Some(refusal) = declared.and_then(|length| self.refuse_body_over_limit(length, observed)) {
-            return Err(refusal);
-        }
-        Ok(McpHeaders::from_header_pairs(headers, &self.forward_headers))
-    }
-
-    /// The refusal of a body of `size` bytes (declared, or buffered so far), if it is over the
-    /// limit: a body without `Content-Length` is refused as soon as it outgrows it, before
-    /// Envoy's own buffer limit answers in plain text.
-    pub fn refuse_body_over_limit(&self, size: usize, observed: &mut Observations) -> Option<HttpResponse> {
-        let limit = self.limits.max_request_bytes;
-        (size > limit).then(|| {
-            observed.refused(Refusal::PayloadTooLarge);
-            HttpResponse::too_large(size, limit)
-        })
     }
 
     /// Answers a POST to the MCP path, or asks for upstream calls; notes what happened in
@@ -391,13 +333,6 @@ impl Server {
             None => Cow::Borrowed("Bearer"),
         };
         HttpResponse::unauthorized(message, challenge)
-    }
-
-    /// The answer to a request for the protected resource metadata (RFC 9728), if the
-    /// configuration publishes it and `path` is where; `method` is asked only then.
-    pub fn protected_resource_metadata(&self, path: &str, method: impl FnOnce() -> String) -> Option<HttpResponse> {
-        let resource = self.access.as_ref()?.protected_resource()?;
-        resource.serves(path).then(|| resource.answer(&method()))
     }
 
     /// The body's messages, and what they share: the era, whether they came as a batch, and a

@@ -9,7 +9,7 @@ use switchblade_core::http::{HeaderCopy, HeaderList};
 use switchblade_core::server::Reply;
 use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
-use super::{rewrite, Exchange, HeldBody, State, Verdict, DEADLINE_PASSED, ROUTED};
+use super::{rewrite, Exchange, HeldBody, HookStatus, State, DEADLINE_PASSED, ROUTED};
 use crate::clock::now;
 use crate::host::{Body, HeaderMap, StreamHost};
 
@@ -25,7 +25,7 @@ impl Exchange {
         cluster_header: &str,
         request_map: &HeaderCopy,
         held: HeldBody,
-    ) -> Verdict {
+    ) -> HookStatus {
         // What the call keeps as it came (the method, the scheme, the request id) is not
         // written again.
         let routed = call.routed_headers(cluster_header, request_map.iter());
@@ -53,14 +53,14 @@ impl Exchange {
         *self.deadline.borrow_mut() = host.wake_at(Instant::now() + call.timeout(), DEADLINE_PASSED);
         reply.started(ROUTED, call, now());
         *self.state.borrow_mut() = State::Routed(reply);
-        Verdict::Continue
+        HookStatus::Continue
     }
 
-    pub fn response_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+    pub fn response_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
         {
             let mut state = self.state.borrow_mut();
             let State::Routed(reply) = &mut *state else {
-                return Verdict::Continue;
+                return HookStatus::Continue;
             };
             let headers = host.headers(HeaderMap::Response);
             self.server().heard(reply, ROUTED, CallPart::Headers(headers));
@@ -69,14 +69,14 @@ impl Exchange {
             // A trailers-only answer, or Envoy's own for a call it could not make.
             return self.finish_routed(host, Body::BufferedResponse);
         }
-        Verdict::Stop
+        HookStatus::Stop
     }
 
-    pub fn response_body(&self, host: &impl StreamHost, end_of_stream: bool) -> Verdict {
+    pub fn response_body(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
         {
             let mut state = self.state.borrow_mut();
             let State::Routed(reply) = &mut *state else {
-                return Verdict::Continue;
+                return HookStatus::Continue;
             };
             // Copied out and drained at once, so that Envoy's buffer limit (which would answer
             // a plain 500) never applies: `limits.max_response_bytes` does.
@@ -87,14 +87,14 @@ impl Exchange {
         if end_of_stream {
             return self.finish_routed(host, Body::ReceivedResponse);
         }
-        Verdict::Drop
+        HookStatus::Drop
     }
 
-    pub fn response_trailers(&self, host: &impl StreamHost) -> Verdict {
+    pub fn response_trailers(&self, host: &impl StreamHost) -> HookStatus {
         {
             let mut state = self.state.borrow_mut();
             let State::Routed(reply) = &mut *state else {
-                return Verdict::Continue;
+                return HookStatus::Continue;
             };
             let trailers = host.headers(HeaderMap::ResponseTrailers);
             rewrite::<&[u8]>(host, HeaderMap::ResponseTrailers, &trailers, &[]);
@@ -106,9 +106,9 @@ impl Exchange {
     /// The routed call's answer is whole: it becomes the tool result, in place of the
     /// upstream's answer. It is written to `body`: the chunk of a body hook, or Envoy's buffer
     /// from a hook with no chunk (headers or trailers), which Envoy then sends.
-    fn finish_routed(&self, host: &impl StreamHost, body: Body) -> Verdict {
+    fn finish_routed(&self, host: &impl StreamHost, body: Body) -> HookStatus {
         let State::Routed(mut reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
-            return Verdict::Continue;
+            return HookStatus::Continue;
         };
         self.deadline.replace(None);
         let upstream_headers =
@@ -129,7 +129,7 @@ impl Exchange {
         if !host.replace_body(body, &answer.body) {
             log::warn!("Envoy refused the tool result's body ({body:?})");
         }
-        Verdict::Continue
+        HookStatus::Continue
     }
 
     /// A routed call whose deadline has passed is answered DEADLINE_EXCEEDED (Envoy's router

@@ -313,8 +313,8 @@ fn exchange(config: &'static Config) -> &'static Exchange {
 }
 
 /// Sends `body` to the MCP path in one request: its headers, then its body.
-fn post(exchange: &Exchange, stream: &FakeStream, body: &str) -> Verdict {
-    assert_eq!(exchange.request_headers(stream, false), Verdict::Stop);
+fn post(exchange: &Exchange, stream: &FakeStream, body: &str) -> HookStatus {
+    assert_eq!(exchange.request_headers(stream, false), HookStatus::Stop);
     stream.set_body(Body::ReceivedRequest, body.as_bytes());
     exchange.request_body(stream, true)
 }
@@ -343,8 +343,8 @@ fn tool_result(answer: &Value) -> &Value {
 fn other_paths_pass_through_untouched() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("GET", "/healthz", &[]);
-    assert_eq!(exchange.request_headers(&stream, true), Verdict::Continue);
-    assert_eq!(exchange.response_headers(&stream, false), Verdict::Continue);
+    assert_eq!(exchange.request_headers(&stream, true), HookStatus::Continue);
+    assert_eq!(exchange.response_headers(&stream, false), HookStatus::Continue);
     assert!(stream.sent.borrow().is_empty());
 }
 
@@ -353,7 +353,7 @@ fn the_routing_header_is_refused_on_every_path() {
     for path in ["/demo.users.v1.UserService/GetUser", "/mcp"] {
         let exchange = exchange(routed());
         let stream = FakeStream::request("POST", path, &[("x-switchblade-cluster", "users")]);
-        assert_eq!(exchange.request_headers(&stream, false), Verdict::Drop);
+        assert_eq!(exchange.request_headers(&stream, false), HookStatus::Drop);
         assert_eq!(stream.sent.borrow()[0].0, 403);
         assert_eq!(
             stream.value(HeaderMap::Request, ":path").as_deref(),
@@ -377,7 +377,7 @@ fn a_local_answer_is_sent_once() {
     let stream = FakeStream::request("POST", "/mcp", &[]);
     assert_eq!(
         post(exchange, &stream, r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
-        Verdict::Drop
+        HookStatus::Drop
     );
     let (status, answer) = stream.only_answer();
     assert_eq!(status, 200);
@@ -397,7 +397,7 @@ fn a_routed_call_writes_only_the_headers_that_change() {
             ("x-forwarded-proto", "https"),
         ],
     );
-    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Continue);
     // The copy taken at admission is the one rewritten: the map is not copied out again.
     assert_eq!(stream.map_copies.borrow().get(&map_key(HeaderMap::Request)), Some(&1));
     let writes = stream.header_writes.borrow();
@@ -440,7 +440,7 @@ fn a_forwarded_header_sent_twice_reaches_the_routed_call_with_both_values() {
         "/mcp",
         &[("x-tenant", "a"), ("x-other", "1"), ("x-tenant", "b")],
     );
-    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Continue);
     let tenants: Vec<Vec<u8>> = stream
         .headers(HeaderMap::Request)
         .iter()
@@ -455,7 +455,7 @@ fn a_forwarded_header_sent_twice_reaches_the_routed_call_with_both_values() {
 fn a_routed_call_rewrites_the_request_and_then_the_answer() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[("x-request-id", "r1"), ("authorization", "Bearer t")]);
-    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Continue);
     // The request is now the gRPC call, for the route that matches the header and filter state.
     let value = |name| stream.value(HeaderMap::Request, name);
     assert_eq!(value(":path").as_deref(), Some("/demo.users.v1.UserService/GetUser"));
@@ -488,13 +488,13 @@ fn a_routed_call_rewrites_the_request_and_then_the_answer() {
             ("x-upstream", b"1"),
         ],
     );
-    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    assert_eq!(exchange.response_headers(&stream, false), HookStatus::Stop);
     stream.set_body(Body::ReceivedResponse, USER_FRAME);
-    assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+    assert_eq!(exchange.response_body(&stream, false), HookStatus::Drop);
     assert!(stream.body(Body::ReceivedResponse).is_empty(), "drained");
     stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
     stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
-    assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+    assert_eq!(exchange.response_trailers(&stream), HookStatus::Continue);
     // In its place: the tool result, with the answer's own headers only.
     assert!(stream.headers(HeaderMap::ResponseTrailers).is_empty());
     assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
@@ -520,13 +520,13 @@ fn a_routed_call_rewrites_the_request_and_then_the_answer() {
 fn the_answer_writes_its_status_over_envoys_own() {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
-    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+    assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Continue);
     // Envoy's router answers a call it could not make itself: 503, no gRPC status.
     stream.set_map(
         HeaderMap::Response,
         &[(":status", b"503"), ("content-type", b"text/plain")],
     );
-    assert_eq!(exchange.response_headers(&stream, true), Verdict::Continue);
+    assert_eq!(exchange.response_headers(&stream, true), HookStatus::Continue);
     assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
     let answer: Value = serde_json::from_slice(&stream.body(Body::BufferedResponse)).unwrap();
     assert_eq!(tool_result(&answer)["isError"], true);
@@ -537,21 +537,21 @@ fn the_answer_replaces_the_upstreams_headers_with_a_write_less_for_those_it_sets
     for (content_types, removed) in [(1, vec!["x-upstream"]), (2, vec!["x-upstream", "content-type"])] {
         let exchange = exchange(routed());
         let stream = FakeStream::request("POST", "/mcp", &[]);
-        assert_eq!(post(exchange, &stream, GET_USER), Verdict::Continue);
+        assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Continue);
         let mut upstream: Vec<(&str, &[u8])> = vec![(":status", b"200"), ("x-upstream", b"1")];
         upstream.extend(std::iter::repeat_n(
             ("content-type", b"application/grpc".as_slice()),
             content_types,
         ));
         stream.set_map(HeaderMap::Response, &upstream);
-        assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+        assert_eq!(exchange.response_headers(&stream, false), HookStatus::Stop);
         stream.set_body(Body::ReceivedResponse, USER_FRAME);
-        assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+        assert_eq!(exchange.response_body(&stream, false), HookStatus::Drop);
         stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
         stream.header_removes.borrow_mut().clear();
         stream.header_writes.borrow_mut().clear();
         stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
-        assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+        assert_eq!(exchange.response_trailers(&stream), HookStatus::Continue);
         // `:status: 200` stays as the upstream sent it: not written again.
         assert_eq!(*stream.header_writes.borrow(), ["content-type", "content-length"]);
         assert_eq!(stream.value(HeaderMap::Response, ":status").as_deref(), Some("200"));
@@ -579,7 +579,7 @@ fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
     let stream = FakeStream::request("POST", "/mcp", &[]);
     post(exchange, &stream, GET_USER);
     stream.set_map(HeaderMap::Response, &[(":status", b"200")]);
-    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    assert_eq!(exchange.response_headers(&stream, false), HookStatus::Stop);
     exchange.wake(&stream, DEADLINE_PASSED);
     let (status, answer) = stream.only_answer();
     assert_eq!(status, 200);
@@ -590,16 +590,16 @@ fn a_routed_call_past_its_deadline_after_the_headers_is_deadline_exceeded() {
     );
     // What the upstream sends later is not this exchange's any more.
     stream.set_body(Body::ReceivedResponse, USER_FRAME);
-    assert_eq!(exchange.response_body(&stream, true), Verdict::Continue);
+    assert_eq!(exchange.response_body(&stream, true), HookStatus::Continue);
     assert_eq!(stream.sent.borrow().len(), 1);
 }
 
 /// The request's headers, then `buffered` in a chunk the exchange has Envoy keep; `last` is
 /// the chunk of the hook that ends the request, which the test then calls.
 fn buffer_all_but_the_last_chunk(exchange: &Exchange, stream: &FakeStream, buffered: &str, last: &str) {
-    assert_eq!(exchange.request_headers(stream, false), Verdict::Stop);
+    assert_eq!(exchange.request_headers(stream, false), HookStatus::Stop);
     stream.set_body(Body::ReceivedRequest, buffered.as_bytes());
-    assert_eq!(exchange.request_body(stream, false), Verdict::Buffer);
+    assert_eq!(exchange.request_body(stream, false), HookStatus::Buffer);
     stream.set_body(Body::BufferedRequest, buffered.as_bytes());
     stream.set_body(Body::ReceivedRequest, last.as_bytes());
 }
@@ -610,7 +610,7 @@ fn routes_a_body_in_two_parts(buffered: &str, last: &str) {
     let exchange = exchange(routed());
     let stream = FakeStream::request("POST", "/mcp", &[]);
     buffer_all_but_the_last_chunk(exchange, &stream, buffered, last);
-    assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
+    assert_eq!(exchange.request_body(&stream, true), HookStatus::Continue);
     assert_eq!(
         stream.value(HeaderMap::Request, ":path").as_deref(),
         Some("/demo.users.v1.UserService/GetUser")
@@ -632,7 +632,7 @@ fn a_routed_call_writes_each_body_once_where_envoy_holds_it() {
     let stream = FakeStream::request("POST", "/mcp", &[]);
     // HTTP/1.1: the body buffered, then the end of the stream in an empty chunk.
     buffer_all_but_the_last_chunk(exchange, &stream, GET_USER, "");
-    assert_eq!(exchange.request_body(&stream, true), Verdict::Continue);
+    assert_eq!(exchange.request_body(&stream, true), HookStatus::Continue);
     // The frame replaces Envoy's buffer; the empty chunk is not drained.
     assert_eq!(
         std::mem::take(&mut *stream.body_writes.borrow_mut()),
@@ -642,12 +642,12 @@ fn a_routed_call_writes_each_body_once_where_envoy_holds_it() {
         HeaderMap::Response,
         &[(":status", b"200"), ("content-type", b"application/grpc")],
     );
-    assert_eq!(exchange.response_headers(&stream, false), Verdict::Stop);
+    assert_eq!(exchange.response_headers(&stream, false), HookStatus::Stop);
     stream.set_body(Body::ReceivedResponse, USER_FRAME);
-    assert_eq!(exchange.response_body(&stream, false), Verdict::Drop);
+    assert_eq!(exchange.response_body(&stream, false), HookStatus::Drop);
     stream.bodies.borrow_mut().remove(&body_key(Body::ReceivedResponse));
     stream.set_map(HeaderMap::ResponseTrailers, &[("grpc-status", b"0")]);
-    assert_eq!(exchange.response_trailers(&stream), Verdict::Continue);
+    assert_eq!(exchange.response_trailers(&stream), HookStatus::Continue);
     // The answer's chunk is drained as it comes; the tool result goes to Envoy's buffer from
     // the trailers, with no attempt at a chunk that hook does not have.
     assert_eq!(
@@ -664,7 +664,7 @@ fn request_trailers_of_a_routed_call_are_scrubbed() {
     let stream = FakeStream::request("POST", "/mcp", &[]);
     buffer_all_but_the_last_chunk(exchange, &stream, GET_USER, "");
     stream.set_map(HeaderMap::RequestTrailers, &[("grpc-timeout", b"1S"), ("x-evil", b"1")]);
-    assert_eq!(exchange.request_trailers(&stream), Verdict::Continue);
+    assert_eq!(exchange.request_trailers(&stream), HookStatus::Continue);
     assert!(stream.headers(HeaderMap::RequestTrailers).is_empty());
     assert_eq!(stream.body(Body::BufferedRequest), [0, 0, 0, 0, 2, 0x08, 1]);
 }
@@ -673,7 +673,7 @@ fn request_trailers_of_a_routed_call_are_scrubbed() {
 fn calls_out_are_answered_when_they_end() {
     let exchange = exchange(calling_out(""));
     let stream = FakeStream::request("POST", "/mcp", &[]);
-    assert_eq!(post(exchange, &stream, GET_USER), Verdict::Buffer);
+    assert_eq!(post(exchange, &stream, GET_USER), HookStatus::Buffer);
     assert_eq!(stream.started.borrow()[0].0, "users");
     assert!(stream.sent.borrow().is_empty());
     answer_call(exchange, &stream, 1);
@@ -728,7 +728,7 @@ fn a_batch_keeps_at_most_its_calls_in_flight() {
         GET_USER.replace("\"id\":7", "\"id\":8"),
         GET_USER.replace("\"id\":7", "\"id\":9")
     );
-    assert_eq!(post(exchange, &stream, &batch), Verdict::Buffer);
+    assert_eq!(post(exchange, &stream, &batch), HookStatus::Buffer);
     assert_eq!(stream.started.borrow().len(), 2);
     answer_call(exchange, &stream, 2);
     assert_eq!(stream.started.borrow().len(), 3, "the third starts when one ends");
@@ -779,7 +779,7 @@ fn a_stream_of_answers_is_called_out_with_progress_as_it_comes_and_stopped_at_it
     let exchange = exchange(streaming(2));
     let stream = FakeStream::request("POST", "/mcp", &[]);
     // A stream is called out even where calls are routed: the exchange reads and stops it.
-    assert_eq!(post(exchange, &stream, WATCH), Verdict::Buffer);
+    assert_eq!(post(exchange, &stream, WATCH), HookStatus::Buffer);
     assert_eq!(
         stream.started.borrow()[0].1[1],
         (
@@ -959,7 +959,11 @@ fn a_task_tools_call_waits_for_its_operation_between_wake_ups() {
     let exchange = exchange(config);
     let stream = FakeStream::request("POST", "/mcp", &[("mcp-protocol-version", "2025-06-18")]);
     let body = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"ExportService_ExportCatalog","arguments":{}}}"#;
-    assert_eq!(post(exchange, &stream, body), Verdict::Buffer, "called out, not routed");
+    assert_eq!(
+        post(exchange, &stream, body),
+        HookStatus::Buffer,
+        "called out, not routed"
+    );
     let answer = |call: u64, operation: Operation| {
         let message = operation.encode_to_vec();
         let mut frame = vec![0];

@@ -1,4 +1,5 @@
 use super::*;
+use crate::http::HeaderPair;
 
 #[test]
 fn another_method_or_a_declared_length_over_the_limit_is_answered_before_the_body() {

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::grpc::status::status_name;
+use crate::http::HeaderPair;
 use crate::http::Refusal;
 use crate::observe::{CallOutcome, Metric, Sample};
 

@@ -11,7 +11,7 @@ use crate::abi::bindings::{
     HttpFilterModulePtr,
 };
 use crate::config::Config;
-use crate::exchange::{Exchange, Verdict};
+use crate::exchange::{Exchange, HookStatus};
 
 // Statuses returned to Envoy: its own Filter*Status values.
 const HEADERS_CONTINUE: u32 = 0;
@@ -51,25 +51,25 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_destroy(module: Htt
     }
 }
 
-/// The verdict of a hook, as its status for Envoy.
-fn headers_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => HEADERS_CONTINUE,
-        Verdict::Stop | Verdict::Buffer | Verdict::Drop => HEADERS_STOP_ITERATION,
+/// A hook's status, as the number Envoy reads.
+fn headers_status(status: HookStatus) -> u32 {
+    match status {
+        HookStatus::Continue => HEADERS_CONTINUE,
+        HookStatus::Stop | HookStatus::Buffer | HookStatus::Drop => HEADERS_STOP_ITERATION,
     }
 }
 
-fn body_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => BODY_CONTINUE,
-        Verdict::Buffer | Verdict::Stop => BODY_STOP_AND_BUFFER,
-        Verdict::Drop => BODY_STOP_NO_BUFFER,
+fn body_status(status: HookStatus) -> u32 {
+    match status {
+        HookStatus::Continue => BODY_CONTINUE,
+        HookStatus::Buffer | HookStatus::Stop => BODY_STOP_AND_BUFFER,
+        HookStatus::Drop => BODY_STOP_NO_BUFFER,
     }
 }
 
-fn trailers_status(verdict: Verdict) -> u32 {
-    match verdict {
-        Verdict::Continue => TRAILERS_CONTINUE,
+fn trailers_status(status: HookStatus) -> u32 {
+    match status {
+        HookStatus::Continue => TRAILERS_CONTINUE,
         _ => TRAILERS_STOP,
     }
 }
@@ -88,7 +88,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_headers(
         filter,
         exchange,
         "reading the request headers",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.request_headers(stream, end_of_stream),
     ))
 }
@@ -107,7 +107,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_body(
         filter,
         exchange,
         "reading the request body",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.request_body(stream, end_of_stream),
     ))
 }
@@ -125,7 +125,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_request_trailers(
         filter,
         exchange,
         "reading the request trailers",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.request_trailers(stream),
     ))
 }
@@ -144,7 +144,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_headers(
         filter,
         exchange,
         "reading the response headers",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.response_headers(stream, end_of_stream),
     ))
 }
@@ -163,7 +163,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_body(
         filter,
         exchange,
         "reading the response body",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.response_body(stream, end_of_stream),
     ))
 }
@@ -181,7 +181,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_response_trailers(
         filter,
         exchange,
         "reading the response trailers",
-        Verdict::Continue,
+        HookStatus::Continue,
         |exchange, stream| exchange.response_trailers(stream),
     ))
 }

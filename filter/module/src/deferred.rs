@@ -4,7 +4,7 @@
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::HeaderCopy;
 
-pub enum Heard {
+pub enum Deferred {
     /// Boxed: a header copy keeps the ends of its first headers in place, and this is rare.
     Part(Box<OwnedPart>),
     Ended {
@@ -20,9 +20,9 @@ pub enum OwnedPart {
     Trailers(HeaderCopy),
 }
 
-impl From<CallPart<'_>> for Heard {
+impl From<CallPart<'_>> for Deferred {
     fn from(part: CallPart<'_>) -> Self {
-        Heard::Part(Box::new(match part {
+        Deferred::Part(Box::new(match part {
             CallPart::Headers(headers) => OwnedPart::Headers(headers),
             CallPart::Data(data) => OwnedPart::Data(data.to_vec()),
             CallPart::Message(message) => OwnedPart::Message(message.to_vec()),
