@@ -42,8 +42,10 @@ class AuthorizationServer:
 
     def __init__(self, resources: list[str], scopes: str) -> None:
         self.secret = secrets.token_urlsafe(16)
+        # As `--name=value`: a URL-safe secret may begin with '-', which a separate argument
+        # would read as an option (one run in 64 failed so).
         command = ["node", "authorization-server.mjs", "--port", "0", "--scopes", scopes,
-                   "--client-id", CLIENT_ID, "--client-secret", self.secret]
+                   f"--client-id={CLIENT_ID}", f"--client-secret={self.secret}"]
         for resource in resources:
             command += ["--resource", resource]
         self.process = subprocess.Popen(command, cwd=SERVER_DIR, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
