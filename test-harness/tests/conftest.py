@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +31,21 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     missing = [str(p) for p in (ENVOY_BIN, UPSTREAM_BIN, build.binary) if not p.exists()]
     if missing:
         raise pytest.UsageError(f"run scripts/test (it builds and installs these first); missing: {', '.join(missing)}")
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The release test's builds elsewhere start now, in the background, at the lowest priority:
+    they take minutes of CPU the other tests mostly leave idle (test_release.py)."""
+    wanted = "test_the_builds_from_a_checkout_elsewhere_are_the_same"
+    if filter_build.current() is not filter_build.WASM or not any(item.name == wanted for item in session.items):
+        return
+    import test_release  # noqa: PLC0415 (a test module, imported only when its test runs)
+    work = Path(tempfile.mkdtemp(prefix="switchblade-release-"))
+    session.config.add_cleanup(lambda: shutil.rmtree(work, ignore_errors=True))
+    builds = test_release.start_builds_elsewhere(work)
+    # Added after the removal above: cleanups run last first, so the builds stop before it.
+    session.config.add_cleanup(lambda: test_release.stop_builds(builds))
+    session.config.stash[test_release.REBUILT_ELSEWHERE] = builds
 
 
 @pytest.fixture(scope="session")

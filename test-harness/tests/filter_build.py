@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import time
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -225,6 +227,29 @@ class CelModuleBuild(ModuleBuild):
 
     name = "module-cel"
     binary = _REPO / "target/cel/module/libswitchblade_module.so"
+
+
+_CEL_TARGET = _REPO / "target/cel"
+
+
+def wait_for_cel_builds(timeout: float = 1200) -> None:
+    """Waits for the cel builds `scripts/test` runs in the background while the suite runs
+    (target/cel/build.pid names the job; build.status holds its exit status once it ends), and
+    fails with their log if they failed. Returns at once when no such job is running."""
+    status, pid, log = (_CEL_TARGET / name for name in ("build.status", "build.pid", "build.log"))
+    deadline = time.monotonic() + timeout
+    while not status.exists() and pid.exists() and _running(pid) and time.monotonic() < deadline:
+        time.sleep(1)
+    if status.exists() and status.read_text().strip() != "0":
+        raise AssertionError(f"the cel builds failed:\n{log.read_text() if log.exists() else ''}")
+
+
+def _running(pid_file: Path) -> bool:
+    try:
+        os.kill(int(pid_file.read_text().strip()), 0)
+    except (ValueError, ProcessLookupError, PermissionError):
+        return False
+    return True
 
 
 CEL_BUILDS: dict[str, FilterBuild] = {build.name: build for build in (CelWasmBuild(), CelModuleBuild())}

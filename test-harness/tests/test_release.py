@@ -12,7 +12,9 @@ artifacts, more than CI has to spare, so each half is checked where it can go wr
   are the suite's byte for byte. Each target directory starts as hard links to the suite's,
   less the workspace's own crates: the dependencies' sources live under Cargo's home, whatever
   the checkout, so only the workspace's crates (the ones whose paths change) are compiled again
-  and linked: about two minutes of CPU, where cold builds take several times that. The CLI is
+  and linked: about two minutes of CPU, where cold builds take several times that. They start
+  as the session begins, at the lowest priority (conftest.py), and use the CPU time the other
+  tests leave idle. The CLI is
   left out (see BUILDS). The release builds add one flag to these (Cargo's home remapped to
   /cargo), which depends on the machine, not on the checkout; the same test on the release's
   own builds would need them built, which the suite does not do.
@@ -25,6 +27,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 import tomllib
@@ -139,38 +142,62 @@ BUILDS = {
 }
 
 
-def test_the_builds_from_a_checkout_elsewhere_are_the_same(tmp_path: Path) -> None:
-    for name in BUILDS:
-        assert str(REPO).encode() not in BUILT[name].read_bytes(), f"{name} holds the checkout's path"
+REBUILT_ELSEWHERE = pytest.StashKey[dict[str, tuple[Path, Path, subprocess.Popen]]]()
 
-    # The tree as it is (what the suite built), at another path.
-    checkout = tmp_path / "elsewhere" / "switchblade"
+
+def start_builds_elsewhere(work: Path) -> dict[str, tuple[Path, Path, subprocess.Popen]]:
+    """Copies the tree as it is (what the suite built) to another path under `work` and starts
+    each artifact's build there, into a target directory of its own so that they run side by
+    side (Cargo locks a target directory), each starting from the suite's dependencies
+    (scripts/seed-target). At the lowest priority: conftest starts them as the session begins,
+    to run in the time the other tests leave the CPUs idle. For each artifact: the checkout, the
+    target directory, the build."""
+    checkout = work / "elsewhere" / "switchblade"
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=REPO,
                            capture_output=True, check=True, timeout=60).stdout.decode().split("\0")
     for name in filter(None, files):
         if (REPO / name).is_file():
             (checkout / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, checkout / name)
-
-    # One target directory per artifact, so that the builds run side by side (Cargo locks
-    # a target directory), each starting from the suite's dependencies (scripts/seed-target).
     builds = {}
     for name, (profile, arguments, _) in BUILDS.items():
-        target_dir = tmp_path / f"target-{name}"
+        target_dir = work / f"target-{name}"
         subprocess.run([REPO / "scripts" / "seed-target", target_dir, profile], check=True, timeout=120)
-        builds[name] = (target_dir, subprocess.Popen(
-            ["cargo", "build", "--locked", *arguments], cwd=checkout,
-            env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)}, stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE, text=True))
-    for name, (target_dir, build) in builds.items():
-        _, stderr = build.communicate(timeout=900)
-        assert build.returncode == 0, stderr
-        # It did compile the workspace's crates from there.
-        for crate, folder in BUILDS[name][2]:
-            assert f"Compiling {crate} v{version()} ({checkout}/{folder})" in stderr, stderr
-        rebuilt = (target_dir / BUILT[name].relative_to(REPO / "target")).read_bytes()
-        assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(BUILT[name].read_bytes()).hexdigest(), \
-            f"{name} depends on the checkout's path"
+        # Its output to a file: nothing reads a pipe until the test runs.
+        with open(work / f"build-{name}.log", "w") as log:
+            builds[name] = (checkout, target_dir, subprocess.Popen(
+                ["nice", "-n", "19", "cargo", "build", "--locked", *arguments], cwd=checkout,
+                env={**os.environ, "CARGO_TARGET_DIR": str(target_dir)}, stdout=subprocess.DEVNULL,
+                stderr=log, start_new_session=True))
+    return builds
+
+
+def stop_builds(builds: dict[str, tuple[Path, Path, subprocess.Popen]]) -> None:
+    """Stops the builds still running, with the compilers they started."""
+    for _, _, build in builds.values():
+        if build.poll() is None:
+            os.killpg(build.pid, signal.SIGKILL)
+            build.wait()
+
+
+def test_the_builds_from_a_checkout_elsewhere_are_the_same(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    for name in BUILDS:
+        assert str(REPO).encode() not in BUILT[name].read_bytes(), f"{name} holds the checkout's path"
+
+    builds = request.config.stash.get(REBUILT_ELSEWHERE, None) or start_builds_elsewhere(tmp_path)
+    try:
+        for name, (checkout, target_dir, build) in builds.items():
+            build.wait(timeout=1200)
+            stderr = (target_dir.parent / f"build-{name}.log").read_text()
+            assert build.returncode == 0, stderr
+            # It did compile the workspace's crates from there.
+            for crate, folder in BUILDS[name][2]:
+                assert f"Compiling {crate} v{version()} ({checkout}/{folder})" in stderr, stderr
+            rebuilt = (target_dir / BUILT[name].relative_to(REPO / "target")).read_bytes()
+            assert hashlib.sha256(rebuilt).hexdigest() == hashlib.sha256(BUILT[name].read_bytes()).hexdigest(), \
+                f"{name} depends on the checkout's path"
+    finally:
+        stop_builds(builds)
 
 
 def test_a_tagged_release_is_a_committed_tree_with_its_changelog(tmp_path: Path) -> None:

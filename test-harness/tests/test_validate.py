@@ -242,6 +242,7 @@ def test_the_cel_builds_enforce_cel_rules(upstream: Upstream, cel_build: str) ->
     if filter_build.current().name != "wasm":
         pytest.skip("both cel builds run once, in the --build wasm session")
     build = filter_build.CEL_BUILDS[cel_build]
+    filter_build.wait_for_cel_builds()
     if not build.binary.exists():
         pytest.fail(f"{build.binary} is missing: scripts/test builds it (cargo build --features cel, into target/cel)")
     proxy = Envoy(upstream, {"services": {SERVICE: {"cluster": "demo_grpc"}}}, name="envoy-validate-cel",
