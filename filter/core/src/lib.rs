@@ -12,6 +12,7 @@ pub mod config;
 pub mod configure;
 pub mod descriptors;
 pub mod docs;
+pub mod exchange;
 pub mod grpc;
 pub mod http;
 pub mod observe;

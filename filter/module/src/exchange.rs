@@ -1,30 +1,29 @@
-//! One MCP request through the module, in safe Rust, over a [`StreamHost`]: the same core as
-//! the Wasm filter, with the call path a native module has and proxy-wasm does not. A lone
+//! One MCP request through the module: an adapter from Envoy's stream hooks (over a
+//! [`StreamHost`]) to the core's [`Exchange`](switchblade_core::exchange::Exchange), and from
+//! what it asks to the stream. The module has what proxy-wasm lacks: a router for calls (a lone
 //! `tools/call` becomes the request itself, rewritten into the gRPC call and forwarded by
-//! Envoy's router (the route picks the cluster from a header, `routing.cluster_header`); its
-//! answer is rewritten into the tool result. Batches, and configurations without the header,
-//! call out instead.
+//! Envoy's router, the route picking the cluster from a header, `routing.cluster_header`; its
+//! answer is rewritten into the tool result), answers sent in parts (progress notifications as
+//! they come), and timers.
 //!
-//! The states: passing through (not the MCP path), reading the body, routed (the request went
-//! to the router as the gRPC call), calling out, answered; and poisoned, after a hook panicked
-//! (the request gets one answer at most, and nothing more is done for it).
+//! Envoy may call this exchange's call hooks from inside a call it makes on the exchange's
+//! behalf (`start_call`, `reset_call`): they find the core in use, and what they tell is
+//! deferred until it is free. After a hook panicked the exchange is poisoned: the request gets
+//! one answer at most, and nothing more is done for it.
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::cancel::CANCELLED_COMMENT;
+use switchblade_core::exchange::{self, CallId, Step};
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{header_text, is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{Outcome, Reply, Server};
-use switchblade_core::upstream::UpstreamCall;
+use switchblade_core::http::{HeaderCopy, HttpResponse};
+use switchblade_core::server::Server;
 
-use crate::clock::now;
 use crate::config::{Config, ServerRef};
 use crate::deferred::Deferred;
-use crate::host::{Alarm, Body, Facts, HeaderMap, StreamHost};
+use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
-/// The routed call's token in its reply: it is the request itself, not a stream of its own.
-const ROUTED: u64 = 0;
+use adapter::{Adapter, Head};
+
 /// The wake-up that says a routed call's deadline has passed.
 pub const DEADLINE_PASSED: u64 = 1;
 /// The wake-up that says the client cancelled the request (`notifications/cancelled`, heard on
@@ -32,11 +31,6 @@ pub const DEADLINE_PASSED: u64 = 1;
 pub const CANCELLED: u64 = 2;
 /// The wake-up that says a task's next poll is due.
 pub const POLL_DUE: u64 = 3;
-
-/// Room for a sample's stat name at once: the longest a request usually writes is a tool's
-/// call counter, `tool_calls.tool.<tool>.outcome.success.grpc_status.OK`, 49 bytes and the
-/// tool's name.
-const STAT_NAME_CAPACITY: usize = 128;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,16 +46,6 @@ pub enum HookStatus {
     Drop,
 }
 
-enum State {
-    PassThrough,
-    ReadingBody(Box<AdmittedRequest>),
-    /// Forwarded by Envoy's router as the gRPC call; its answer becomes the tool result.
-    Routed(Reply),
-    /// Calls out, the request held until every one has ended.
-    CallingOut(Reply),
-    Answered,
-}
-
 /// Where Envoy holds the request body the module read: a routed call's frame takes its place,
 /// with no call into Envoy for a part that holds nothing.
 #[derive(Debug, Clone, Copy, Default)]
@@ -72,24 +56,22 @@ struct HeldBody {
     last_chunk: bool,
 }
 
-/// An MCP request's headers, admitted: what the core read of them, and Envoy's map as it was
-/// then (a routed call rewrites it; it is not copied out of Envoy a second time).
-struct AdmittedRequest {
-    headers: McpHeaders,
-    map: HeaderCopy,
-}
-
 /// One HTTP request through the module.
 pub struct Exchange {
     config: &'static Config,
     /// The configuration's server when the request came.
     server: ServerRef,
-    state: RefCell<State>,
-    /// What this request told, published with its answer.
-    observed: RefCell<Observations>,
+    core: RefCell<exchange::Exchange>,
+    /// The calls out: the core's id, and Envoy's.
+    calls: RefCell<Vec<(CallId, u64)>>,
+    /// What Envoy told about a call (by Envoy's id) while the core was in use.
     deferred: RefCell<Vec<(u64, Deferred)>>,
-    /// An answer has gone (a local reply, or the tool result in place of the routed call's):
-    /// after a panic, a second one is never sent.
+    /// Envoy's request header map as an MCP request's headers came (a routed call rewrites it;
+    /// it is not copied out of Envoy a second time).
+    request_map: RefCell<Option<HeaderCopy>>,
+    held: Cell<HeldBody>,
+    /// An answer has gone (a local reply, the head of one in parts, or the tool result in
+    /// place of the routed call's): after a panic, a second one is never sent.
     answered: Cell<bool>,
     /// A hook panicked: nothing more is done for this request.
     poisoned: Cell<bool>,
@@ -106,9 +88,11 @@ impl Exchange {
         Exchange {
             config,
             server: config.current(),
-            state: RefCell::new(State::PassThrough),
-            observed: RefCell::default(),
+            core: RefCell::default(),
+            calls: RefCell::default(),
             deferred: RefCell::default(),
+            request_map: RefCell::new(None),
+            held: Cell::default(),
             answered: Cell::new(false),
             poisoned: Cell::new(false),
             deadline: RefCell::new(None),
@@ -135,9 +119,8 @@ impl Exchange {
         if self.poisoned.replace(true) {
             return;
         }
+        self.stop_alarms();
         self.deadline.replace(None);
-        self.cancel_listener.replace(None);
-        self.poll.replace(None);
         if self.answered.replace(true) {
             host.reset();
             return;
@@ -146,320 +129,197 @@ impl Exchange {
         host.send_response(response.status, &response.header_pairs(), &response.body);
     }
 
+    /// Runs `event` on the core with this stream as its host, then delivers what Envoy told
+    /// meanwhile; `None` if the core is in use (Envoy called a hook from inside one of the
+    /// core's calls).
+    fn run<H: StreamHost, R>(
+        &self,
+        stream: &H,
+        event: impl FnOnce(&mut exchange::Exchange, &Server, &mut Adapter<'_, H>) -> R,
+    ) -> Option<R> {
+        let result = {
+            let mut core = self.core.try_borrow_mut().ok()?;
+            event(&mut core, self.server(), &mut Adapter { stream, exchange: self })
+        };
+        self.deliver_deferred(stream);
+        Some(result)
+    }
+
+    fn deliver_deferred(&self, stream: &impl StreamHost) {
+        loop {
+            let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
+            if deferred.is_empty() {
+                return;
+            }
+            for (call, event) in deferred {
+                match event {
+                    Deferred::Part(part) => self.call_heard(stream, call, part.as_part()),
+                    Deferred::Ended { reset } => self.call_ended(stream, call, reset),
+                }
+            }
+        }
+    }
+
+    /// Where the request stands, as the core last said.
+    fn step(&self) -> Option<Step> {
+        self.core.try_borrow().ok().map(|core| core.step())
+    }
+
     pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
-        let server = self.server();
-        let path = host.header(HeaderMap::Request, ":path").unwrap_or_default();
-        let path = header_text(&path);
-        // An MCP request's headers are copied out whole, once; another path's are only asked.
-        let map = is_mcp_path(&path, server.mcp_path()).then(|| host.headers(HeaderMap::Request));
-        // Envoy chose this request's route before any filter ran: a client's routing header
-        // could have chosen the routed-call route already. Refused on every path.
-        let carries = |header: &str| match &map {
-            Some(map) => map.iter().any(|(name, _)| name == header),
-            None => host.header(HeaderMap::Request, header).is_some(),
+        let head = Head {
+            stream: host,
+            map: &self.request_map,
         };
-        let refusal = server.refuse_routing_header(&path, carries, &mut self.observed.borrow_mut());
-        if let Some(refusal) = refusal {
-            return self.answer(host, &refusal);
+        let step = self.run(host, |core, server, adapter| {
+            core.request_headers(server, adapter, &head, end_of_stream)
+        });
+        match step {
+            Some(Step::ReadBody) => HookStatus::Stop,
+            step => hook_status(step),
         }
-        let method = || header_text(&host.header(HeaderMap::Request, ":method").unwrap_or_default()).into_owned();
-        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
-            return self.answer(host, &metadata);
-        }
-        let Some(map) = map else {
-            return HookStatus::Continue;
-        };
-        let admitted = server.admit_headers(&path, &map.pairs(), &mut self.observed.borrow_mut());
-        let headers = match admitted {
-            Ok(headers) => headers,
-            Err(refusal) => return self.answer(host, &refusal),
-        };
-        if end_of_stream {
-            return self.handle(host, &headers, &map, &[], HeldBody::default());
-        }
-        *self.state.borrow_mut() = State::ReadingBody(Box::new(AdmittedRequest { headers, map }));
-        HookStatus::Stop
     }
 
     pub fn request_body(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
-        match *self.state.borrow() {
-            State::ReadingBody(_) => {}
-            State::PassThrough | State::Routed(_) => return HookStatus::Continue,
-            State::CallingOut(_) => return HookStatus::Buffer,
-            State::Answered => return HookStatus::Drop,
+        match self.step() {
+            Some(Step::ReadBody) => {}
+            step => return hook_status(step),
         }
         let size = host.body_size(Body::BufferedRequest) + host.body_size(Body::ReceivedRequest);
-        let refusal = self
-            .server()
-            .refuse_body_over_limit(size, &mut self.observed.borrow_mut());
-        if let Some(refusal) = refusal {
-            return self.answer(host, &refusal);
-        }
-        if !end_of_stream {
-            return HookStatus::Buffer;
-        }
-        self.end_of_request(host)
+        let step = self.run(host, |core, server, adapter| {
+            core.request_body(server, adapter, size, end_of_stream, || self.read_body(host))
+        });
+        hook_status(step)
     }
 
     pub fn request_trailers(&self, host: &impl StreamHost) -> HookStatus {
-        match *self.state.borrow() {
-            State::ReadingBody(_) => {}
-            State::PassThrough => return HookStatus::Continue,
+        match self.step() {
+            Some(Step::ReadBody) => {}
+            Some(Step::Continue) => return HookStatus::Continue,
             _ => return HookStatus::Stop,
         }
-        let status = self.end_of_request(host);
-        if matches!(*self.state.borrow(), State::Routed(_)) {
+        let step = self.run(host, |core, server, adapter| {
+            core.request_trailers(server, adapter, || self.read_body(host))
+        });
+        if step == Some(Step::Routed) {
             // The gRPC call carries nothing of the client's but what the core chose: its
             // trailers would reach the upstream as metadata.
             let trailers = host.headers(HeaderMap::RequestTrailers);
             rewrite::<&[u8]>(host, HeaderMap::RequestTrailers, &trailers, &[]);
         }
-        status
+        hook_status(step)
     }
 
-    /// The whole request body is in: answer, route, or call out.
-    fn end_of_request(&self, host: &impl StreamHost) -> HookStatus {
-        let State::ReadingBody(admitted) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
-            return HookStatus::Drop;
-        };
-        // A body that is all in one place is used as it is: in the last chunk (Envoy buffered
-        // nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with an empty chunk).
+    /// The whole request body. One that is all in one place is used as it is: in the last
+    /// chunk (Envoy buffered nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with
+    /// an empty chunk).
+    fn read_body(&self, host: &impl StreamHost) -> Vec<u8> {
         let buffered = host.body(Body::BufferedRequest);
         let received = host.body(Body::ReceivedRequest);
         let held = HeldBody {
             buffered: !buffered.is_empty(),
             last_chunk: !received.is_empty(),
         };
-        let body = match (held.buffered, held.last_chunk) {
+        self.held.set(held);
+        match (held.buffered, held.last_chunk) {
             (false, _) => received,
             (true, false) => buffered,
             (true, true) => [buffered, received].concat(),
-        };
-        self.handle(host, &admitted.headers, &admitted.map, &body, held)
-    }
-
-    /// `map` is Envoy's request header map as the headers were admitted; `body` is the request
-    /// body, held by Envoy where `held` says.
-    fn handle(
-        &self,
-        host: &impl StreamHost,
-        headers: &McpHeaders,
-        map: &HeaderCopy,
-        body: &[u8],
-        held: HeldBody,
-    ) -> HookStatus {
-        let server = self.server();
-        let origin = server.origin(&Facts(host));
-        let cancel_key = |request_id| origin.cancel_key(headers, request_id);
-        let request = origin.request(headers, body, Some(self.config.counters()));
-        let outcome = server.handle(request, &mut self.observed.borrow_mut());
-        let mut reply = match outcome {
-            Outcome::Respond(response) => return self.answer(host, &response),
-            Outcome::Cancel { request_id, response } => {
-                if let Some(key) = cancel_key(&request_id) {
-                    host.cancel_listeners(&key.text());
-                }
-                return self.answer(host, &response);
-            }
-            Outcome::Await(reply) => reply,
-        };
-        if let Some(cluster_header) = server.routing().cluster_header.as_deref() {
-            let routable = server.take_routable_call(&mut reply, now(), &mut self.observed.borrow_mut());
-            if let Some(call) = routable {
-                return self.route_call(host, reply, call, cluster_header, map, held);
-            }
         }
-        if let Some(key) = reply.cancellable_id().and_then(cancel_key) {
-            *self.cancel_listener.borrow_mut() = host.listen_for_cancel(&key.text(), CANCELLED);
-        }
-        *self.state.borrow_mut() = State::CallingOut(reply);
-        self.advance(host);
-        HookStatus::Buffer
     }
 
     /// A wake-up the exchange asked for.
     pub fn wake(&self, host: &impl StreamHost, event: u64) {
         match event {
-            DEADLINE_PASSED => self.deadline_passed(host),
-            CANCELLED => self.cancelled(host),
-            POLL_DUE => self.poll_due(host),
+            DEADLINE_PASSED => {
+                self.deadline.replace(None);
+                self.run(host, |core, server, adapter| {
+                    core.routed_deadline_passed(server, adapter)
+                });
+            }
+            CANCELLED => {
+                self.cancel_listener.replace(None);
+                self.run(host, |core, server, adapter| core.cancelled(server, adapter));
+            }
+            POLL_DUE => {
+                self.poll.replace(None);
+                self.run(host, |core, server, adapter| core.wake(server, adapter));
+            }
             _ => {}
         }
     }
 
-    /// The client cancelled the request: its calls are stopped, and it is answered with no
-    /// JSON-RPC response (an SSE answer already begun just ends).
-    fn cancelled(&self, host: &impl StreamHost) {
-        self.cancel_listener.replace(None);
-        let reply = {
-            let mut state = self.state.borrow_mut();
-            if !matches!(*state, State::CallingOut(_)) {
-                return;
-            }
-            let State::CallingOut(reply) = std::mem::replace(&mut *state, State::Answered) else {
-                return;
-            };
-            reply
-        };
-        let cancelled = self.server().cancel(reply, now(), &mut self.observed.borrow_mut());
-        for call in cancelled.calls {
-            // Its end, if Envoy tells it inline, finds the request answered.
-            host.reset_call(call);
-        }
-        match cancelled.response {
-            Some(response) => {
-                self.answer(host, &response);
-            }
-            None => {
-                self.publish(host);
-                host.send_response_data(CANCELLED_COMMENT, true);
-            }
-        }
-    }
-
-    /// A part of a call's answer. A stream of answers that reaches a bound is cancelled at
-    /// once; progress notifications go out as the messages come.
+    /// A part of a call's answer (`call`: Envoy's id).
     pub fn call_heard(&self, host: &impl StreamHost, call: u64, part: CallPart<'_>) {
-        let (stop, events) = {
-            let Ok(mut state) = self.state.try_borrow_mut() else {
-                self.defer(call, part);
-                return;
-            };
-            let State::CallingOut(reply) = &mut *state else {
-                return;
-            };
-            let heard = self.server().heard(reply, call, part);
-            (heard.stop, reply.take_progress_events())
+        let Ok(mut core) = self.core.try_borrow_mut() else {
+            self.deferred.borrow_mut().push((call, Deferred::from(part)));
+            return;
         };
-        if let Some(events) = events {
-            self.send_events(host, &events);
-        }
-        if stop {
-            host.reset_call(call);
-            self.call_ended(host, call, true);
-        }
+        let Some(id) = self.call_of(call, false) else {
+            return;
+        };
+        core.call_heard(
+            self.server(),
+            &mut Adapter {
+                stream: host,
+                exchange: self,
+            },
+            id,
+            part,
+        );
+        drop(core);
+        self.deliver_deferred(host);
     }
 
-    /// Progress notifications, on an SSE answer begun with the first of them.
-    fn send_events(&self, host: &impl StreamHost, events: &[u8]) {
-        if !self.answered.replace(true) {
-            let head = HttpResponse::event_stream(Vec::new());
-            let mut headers = vec![(":status", "200")];
-            headers.extend(head.header_pairs());
-            host.send_response_headers(&headers, false);
-        }
-        host.send_response_data(events, false);
-    }
-
-    /// A call has ended (`reset`: without a whole answer); the reply goes once all have.
+    /// A call has ended (`reset`: without a whole answer; `call`: Envoy's id).
     pub fn call_ended(&self, host: &impl StreamHost, call: u64, reset: bool) {
-        if !self.file_end(call, reset) {
-            return;
-        }
-        self.advance(host);
-    }
-
-    /// Files how a call ended; whether the state was free to (if not, it is deferred).
-    fn file_end(&self, call: u64, reset: bool) -> bool {
-        let Ok(mut state) = self.state.try_borrow_mut() else {
+        let Ok(mut core) = self.core.try_borrow_mut() else {
             self.deferred.borrow_mut().push((call, Deferred::Ended { reset }));
-            return false;
-        };
-        if let State::CallingOut(reply) = &mut *state {
-            let server = self.server();
-            server.call_ended(reply, call, reset, now(), &mut self.observed.borrow_mut());
-        }
-        true
-    }
-
-    fn defer(&self, call: u64, part: CallPart<'_>) {
-        self.deferred.borrow_mut().push((call, Deferred::from(part)));
-    }
-
-    /// Starts the calls that may go now, delivers what Envoy told while they started, and
-    /// sends the reply once nothing is out or waiting.
-    fn advance(&self, host: &impl StreamHost) {
-        loop {
-            let complete = {
-                let mut state = self.state.borrow_mut();
-                let State::CallingOut(reply) = &mut *state else {
-                    return;
-                };
-                // Envoy may call this exchange's call hooks from inside `start_call`: they find
-                // the state in use and defer what they heard.
-                let start = |call: &UpstreamCall| {
-                    host.start_call(call.cluster(), &call.http_headers(), call.http_body(), timeout_ms(call))
-                        .map_err(|result| format!("Envoy refused the call (result {result})"))
-                };
-                self.server()
-                    .start_calls(reply, start, now(), &mut self.observed.borrow_mut())
-            };
-            let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
-            if deferred.is_empty() {
-                match complete {
-                    true => self.send_reply(host),
-                    false => self.wake_for_scheduled(host),
-                }
-                return;
-            }
-            for (call, event) in deferred {
-                match event {
-                    Deferred::Part(part) => self.call_heard(host, call, part.as_part()),
-                    Deferred::Ended { reset } => {
-                        self.file_end(call, reset);
-                    }
-                }
-            }
-        }
-    }
-
-    fn send_reply(&self, host: &impl StreamHost) {
-        let State::CallingOut(reply) = std::mem::replace(&mut *self.state.borrow_mut(), State::Answered) else {
             return;
         };
+        let Some(id) = self.call_of(call, true) else {
+            return;
+        };
+        core.call_ended(
+            self.server(),
+            &mut Adapter {
+                stream: host,
+                exchange: self,
+            },
+            id,
+            reset,
+        );
+        drop(core);
+        self.deliver_deferred(host);
+    }
+
+    /// The core's id for the call Envoy knows by `call` (none once it has ended, or was reset);
+    /// `ended` forgets it. What Envoy tells of a call while it starts is deferred, and comes
+    /// here once the start has returned and the call is known.
+    fn call_of(&self, call: u64, ended: bool) -> Option<CallId> {
+        let mut calls = self.calls.borrow_mut();
+        let index = calls.iter().position(|(_, known)| *known == call)?;
+        let (id, _) = calls[index];
+        if ended {
+            calls.swap_remove(index);
+        }
+        Some(id)
+    }
+
+    fn stop_alarms(&self) {
         self.cancel_listener.replace(None);
-        if reply.is_streaming_events() {
-            // The SSE answer is begun: the result is its last event.
-            self.publish(host);
-            host.send_response_data(&reply.into_response().body, true);
-            return;
-        }
-        self.answer(host, &reply.into_response());
-    }
-
-    fn answer(&self, host: &impl StreamHost, response: &HttpResponse) -> HookStatus {
-        *self.state.borrow_mut() = State::Answered;
-        self.publish(host);
-        self.answered.set(true);
-        host.send_response(response.status, &response.header_pairs(), &response.body);
-        HookStatus::Drop
-    }
-
-    /// Adds what the request told to Envoy's stats, and to its filter state
-    /// (`switchblade.<field>`) for the access log. Before the answer goes: sending it can run
-    /// this stream's other hooks.
-    fn publish(&self, host: &impl StreamHost) {
-        let observed = self.observed.borrow();
-        let mut name = String::with_capacity(STAT_NAME_CAPACITY);
-        for sample in observed.samples() {
-            let Some((id, labels)) = self.config.stat_of(&sample, &mut name) else {
-                continue;
-            };
-            if !host.record_metric(sample.metric.kind(), id, labels, sample.value) {
-                log::warn!("Envoy refused a value for the stat {}", sample.metric.name());
-            }
-        }
-        for (key, value) in observed.log_entries() {
-            if !host.set_filter_state(key, &value) {
-                log::warn!("Envoy refused {key} for the access log");
-            }
-        }
+        self.poll.replace(None);
     }
 }
 
-/// The callout's timeout, in milliseconds (never 0, which would mean none).
-fn timeout_ms(call: &UpstreamCall) -> u64 {
-    u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1)
+/// What a hook returns once the core has said where the request stands (`None`: the core was
+/// in use, and the hook holds the stream).
+fn hook_status(step: Option<Step>) -> HookStatus {
+    match step {
+        Some(Step::Continue | Step::Routed) => HookStatus::Continue,
+        Some(Step::ReadBody | Step::Waiting) => HookStatus::Buffer,
+        Some(Step::Answered) => HookStatus::Drop,
+        None => HookStatus::Stop,
+    }
 }
 
 /// Makes `map`, of which `copy` is Envoy's copy, hold `wanted` and nothing else, with as few
@@ -481,7 +341,7 @@ fn rewrite<V: AsRef<[u8]>>(host: &impl StreamHost, map: HeaderMap, copy: &Header
     }
 }
 
-mod polls;
+mod adapter;
 mod routed;
 #[cfg(test)]
 mod tests;

@@ -1,10 +1,10 @@
-//! One HTTP request through the filter: bytes into the core, the calls it asks for out, its
-//! answer back. A unary call is one HTTP callout, answered whole. A streaming call is a gRPC
-//! stream of Envoy's (its messages come one by one, so a bound can cancel it at once); its
-//! deadline is kept by the root context's tick ([`crate::clock`]), which ends the call on this
-//! request's behalf, and so is a cancellation heard on another request ([`crate::cancels`]).
-//! Proxy-wasm answers a request once and whole, so the progress notifications of a streaming
-//! call go out with its result, not as each message comes.
+//! One HTTP request through the filter: an adapter from proxy-wasm's callbacks to the core's
+//! [`Exchange`](switchblade_core::exchange::Exchange), and from what it asks to host calls. A
+//! unary call is one HTTP callout, answered whole. A streaming call is a gRPC stream of Envoy's
+//! (its messages come one by one, so a bound can stop it at once); its deadline is kept by the
+//! root context's tick ([`crate::tick`]), which ends the call on this request's behalf, and so
+//! is a cancellation heard on another request ([`crate::cancels`]). Proxy-wasm answers a request
+//! once and whole, so the progress notifications of a streaming call go out with its result.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -17,11 +17,13 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::cancel::CancelKey;
+use switchblade_core::config::TokenPayloadSource;
+use switchblade_core::exchange::{self, Answer, CallId, ExchangeHost, RequestHead, Step};
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{is_mcp_path, HeaderCopy, HeaderPair, HttpResponse, McpHeaders};
+use switchblade_core::http::{HeaderCopy, HeaderPair};
 use switchblade_core::observe::Observations;
 use switchblade_core::quota::counters::Counters;
-use switchblade_core::server::{Outcome, Reply, Server};
+use switchblade_core::server::{RequestFacts, Server};
 use switchblade_core::streams::CallKind;
 use switchblade_core::upstream::UpstreamCall;
 
@@ -33,39 +35,48 @@ use crate::host_io::{
 use crate::stats::Stats;
 use crate::stream_clock::{OpenStream, StreamClock, Wake};
 
-/// Marks a gRPC stream's token in the reply's books, apart from callouts' tokens.
-pub(crate) const STREAM: u64 = 1 << 32;
-
-pub(crate) enum State {
-    PassThrough,
-    ReadingBody(McpHeaders),
-    AwaitingUpstream(Reply),
-    Answered,
-}
-
 /// One HTTP request through the filter, as the SDK holds it.
 pub(crate) struct Exchange {
-    context_id: u32,
     inner: Rc<RefCell<Inner>>,
 }
 
-/// The request's state, which the root context also reaches (a stream's deadline).
+/// The request, which the root context also reaches (a stream's deadline, a poll due).
 pub(crate) struct Inner {
     server: Rc<Server>,
+    exchange: exchange::Exchange,
+    host: Host,
+}
+
+/// What the core's exchange asks of the host, done with proxy-wasm's host calls.
+pub(crate) struct Host {
+    context_id: u32,
+    /// This request, for the root context to act on its behalf.
+    owner: Weak<RefCell<Inner>>,
     stats: Rc<Stats>,
     /// The plugin's shared data: the rate limits' counters, and cancellations.
     shared: Arc<SharedData>,
     /// The same, as the core takes its counters.
     counters: Counters,
     clock: Rc<StreamClock<Inner>>,
-    /// What this request told, published with its answer.
-    observed: Observations,
-    state: State,
+    /// The calls out, by the exchange's id and the host's handle.
+    calls: Vec<(CallId, Handle)>,
     /// The trailing metadata of each stream, until it closes with its status.
     trailing: HashMap<u32, HeaderMapBytes>,
     /// The key a client's `notifications/cancelled` names this request by, and when it came:
     /// for a lone streaming call, whose stream the tick ends if it is cancelled.
     cancel: Option<(CancelKey, Duration)>,
+    /// The host acts from the root context (its tick, or a callout it was handed): each callout
+    /// started is filed with the clock as this request's, for the root to hand its answer back.
+    from_root: bool,
+    /// The request is gone (its context is done): what it told goes to the stats only.
+    gone: bool,
+}
+
+/// What the host knows a call by. Callouts and gRPC streams are numbered apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handle {
+    Callout(u32),
+    Stream(u32),
 }
 
 impl Exchange {
@@ -77,413 +88,344 @@ impl Exchange {
         clock: Rc<StreamClock<Inner>>,
     ) -> Self {
         let counters: Counters = shared.clone();
-        Exchange {
-            context_id,
-            inner: Rc::new(RefCell::new(Inner {
+        let inner = Rc::new_cyclic(|owner| {
+            RefCell::new(Inner {
                 server,
-                stats,
-                shared,
-                counters,
-                clock,
-                observed: Observations::default(),
-                state: State::PassThrough,
-                trailing: HashMap::new(),
-                cancel: None,
-            })),
-        }
-    }
-
-    fn handle(&self, headers: &McpHeaders, body: &[u8]) {
-        let weak = Rc::downgrade(&self.inner);
-        self.inner.borrow_mut().handle(headers, body, self.context_id, &weak);
-    }
-
-    /// The call under `token` has ended: it is filed, and the calls waiting start.
-    fn ended(&self, token: u64, reset: bool) {
-        let weak = Rc::downgrade(&self.inner);
-        self.inner.borrow_mut().ended(token, reset, self.context_id, &weak);
+                exchange: exchange::Exchange::default(),
+                host: Host {
+                    context_id,
+                    owner: owner.clone(),
+                    stats,
+                    shared,
+                    counters,
+                    clock,
+                    calls: Vec::new(),
+                    trailing: HashMap::new(),
+                    cancel: None,
+                    from_root: false,
+                    gone: false,
+                },
+            })
+        });
+        Exchange { inner }
     }
 }
 
 impl Context for Exchange {
     fn on_done(&mut self) -> bool {
         if let Ok(mut inner) = self.inner.try_borrow_mut() {
-            inner.abandoned();
+            let Inner { server, exchange, host } = &mut *inner;
+            host.gone = true;
+            exchange.request_gone(server, host);
         }
         true
     }
 
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
-        {
-            let mut inner = self.inner.borrow_mut();
-            let Inner {
-                server,
-                observed,
-                state,
-                ..
-            } = &mut *inner;
-            let State::AwaitingUpstream(reply) = state else {
-                return;
-            };
-            let read = || call_response(headers, body_size, trailers);
-            server.call_answered(reply, u64::from(token), body_size, read, now(), observed);
-        }
-        let weak = Rc::downgrade(&self.inner);
-        self.inner.borrow_mut().start_calls(self.context_id, &weak);
+        self.inner
+            .borrow_mut()
+            .call_answered(token, (headers, body_size, trailers), false);
     }
 
     fn on_grpc_stream_initial_metadata(&mut self, token: u32, _count: u32) {
         let headers = HeaderCopy::from_iter([(":status", "200")]);
-        self.inner.borrow_mut().heard(token, CallPart::Headers(headers));
+        self.inner.borrow_mut().stream_heard(token, CallPart::Headers(headers));
     }
 
     fn on_grpc_stream_message(&mut self, token: u32, size: usize) {
+        let mut inner = self.inner.borrow_mut();
+        let Inner { server, exchange, host } = &mut *inner;
+        let Some(id) = host.call_of(Handle::Stream(token), false) else {
+            return;
+        };
         // A message past the bound stops the stream before it is copied into the VM, whose
         // memory never shrinks.
-        let mut stop = self.inner.borrow_mut().refuses_message(token, size);
-        if !stop {
+        if exchange.message_coming(server, host, id, size) {
             let message = buffer(BufferType::GrpcReceiveBuffer, size);
-            stop = self.inner.borrow_mut().heard(token, CallPart::Message(&message));
-        }
-        if stop {
-            // A bound reached: the upstream stream is cancelled now, the call ends here.
-            if let Err(status) = hostcalls::cancel_grpc_stream(token) {
-                warn!("cannot cancel a gRPC stream: {status:?}");
-            }
-            self.ended(STREAM | u64::from(token), true);
+            exchange.call_heard(server, host, id, CallPart::Message(&message));
         }
     }
 
     fn on_grpc_stream_trailing_metadata(&mut self, token: u32, count: u32) {
         let trailers = map_bytes(MapType::GrpcReceiveTrailingMetadata, count as usize);
-        self.inner.borrow_mut().trailing.insert(token, trailers);
+        self.inner.borrow_mut().host.trailing.insert(token, trailers);
     }
 
     fn on_grpc_stream_close(&mut self, token: u32, status: u32) {
-        {
-            let mut inner = self.inner.borrow_mut();
-            // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
-            // SDK's status reader would panic on) is in the trailing metadata, if it came.
-            let heard = inner.trailing.remove(&token).unwrap_or_default();
-            let status_text = status.to_string();
-            let trailers = HeaderCopy::sized_from(
-                header_pairs(&heard)
-                    .filter(|&(name, _)| name != "grpc-status")
-                    .chain([("grpc-status", status_text.as_bytes())]),
-            );
-            inner.heard(token, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
-            inner.heard(token, CallPart::Trailers(trailers));
-        }
-        self.ended(STREAM | u64::from(token), false);
+        let mut inner = self.inner.borrow_mut();
+        let Inner { server, exchange, host } = &mut *inner;
+        // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
+        // SDK's status reader would panic on) is in the trailing metadata, if it came.
+        let heard = host.trailing.remove(&token).unwrap_or_default();
+        let Some(id) = host.call_of(Handle::Stream(token), true) else {
+            return;
+        };
+        let status_text = status.to_string();
+        let trailers = HeaderCopy::sized_from(
+            header_pairs(&heard)
+                .filter(|&(name, _)| name != "grpc-status")
+                .chain([("grpc-status", status_text.as_bytes())]),
+        );
+        let headers = HeaderCopy::from_iter([(":status", "200")]);
+        exchange.call_heard(server, host, id, CallPart::Headers(headers));
+        exchange.call_heard(server, host, id, CallPart::Trailers(trailers));
+        exchange.call_ended(server, host, id, false);
     }
 }
 
 impl HttpContext for Exchange {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        let path = header_value(":path").unwrap_or_default();
-        let path = String::from_utf8_lossy(&path);
         let mut inner = self.inner.borrow_mut();
-        let Inner { server, observed, .. } = &mut *inner;
-        let server = Rc::clone(server);
-        // A header only the dynamic module may set (where it routes tool calls): refused in
-        // this build too, so that one configuration means the same in both.
-        let carries = |header: &str| header_value(header).is_some();
-        if let Some(refusal) = server.refuse_routing_header(&path, carries, observed) {
-            inner.answer(&refusal);
-            return Action::Pause;
+        let Inner { server, exchange, host } = &mut *inner;
+        match exchange.request_headers(server, host, &RequestHeaders, end_of_stream) {
+            // The host turns a paused header phase into "stop everything", and then no body
+            // callback would come: the headers go on, and the body phase pauses. The `buffer`
+            // filter after this one holds them back from the router (see envoy/).
+            // (Never routed: this host makes no request a call.)
+            Step::Continue | Step::ReadBody | Step::Routed => Action::Continue,
+            Step::Waiting | Step::Answered => Action::Pause,
         }
-        let method = || String::from_utf8_lossy(&header_value(":method").unwrap_or_default()).into_owned();
-        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
-            inner.answer(&metadata);
-            return Action::Pause;
-        }
-        // Most requests are not for the MCP path: one host call decides that. A request that is
-        // reads the whole map once, which also has its method and length.
-        if !is_mcp_path(&path, server.mcp_path()) {
-            return Action::Continue;
-        }
-        let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
-        let pairs: Vec<HeaderPair<'_>> = header_pairs(&map).collect();
-        let headers = match server.admit_headers(&path, &pairs, &mut inner.observed) {
-            Ok(headers) => headers,
-            Err(refusal) => {
-                inner.answer(&refusal);
-                return Action::Pause;
-            }
-        };
-        if end_of_stream {
-            drop(inner);
-            self.handle(&headers, &[]);
-            return Action::Pause;
-        }
-        inner.state = State::ReadingBody(headers);
-        // The host turns a paused header phase into "stop everything", and then no body
-        // callback would come: let the headers go on, and pause in the body phase. The `buffer`
-        // filter after this one holds them back from the router (see envoy/).
-        Action::Continue
     }
 
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
         let mut inner = self.inner.borrow_mut();
-        match &inner.state {
-            State::PassThrough => return Action::Continue,
-            State::ReadingBody(_) => {
-                let server = Rc::clone(&inner.server);
-                if let Some(refusal) = server.refuse_body_over_limit(body_size, &mut inner.observed) {
-                    inner.answer(&refusal);
-                    return Action::Pause;
-                }
-                if end_of_stream {
-                    drop(inner);
-                    return self.body_complete(body_size);
-                }
-            }
-            // Envoy buffers the body until it is complete (or answers 413 past its limit).
-            _ => {}
+        let Inner { server, exchange, host } = &mut *inner;
+        let read = || buffer(BufferType::HttpRequestBody, body_size);
+        // Envoy buffers the body until it is complete (or answers 413 past its limit).
+        match exchange.request_body(server, host, body_size, end_of_stream, read) {
+            Step::Continue => Action::Continue,
+            _ => Action::Pause,
         }
-        Action::Pause
     }
 
     /// A request with trailers ends with them, not with its last body chunk.
     fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
-        let reading = match &self.inner.borrow().state {
-            State::PassThrough => return Action::Continue,
-            State::ReadingBody(_) => true,
-            _ => false,
-        };
-        if reading {
-            return self.body_complete(usize::MAX);
+        let mut inner = self.inner.borrow_mut();
+        let Inner { server, exchange, host } = &mut *inner;
+        let read = || buffer(BufferType::HttpRequestBody, usize::MAX);
+        match exchange.request_trailers(server, host, read) {
+            Step::Continue => Action::Continue,
+            _ => Action::Pause,
         }
-        Action::Pause
-    }
-}
-
-impl Exchange {
-    fn body_complete(&mut self, body_size: usize) -> Action {
-        let state = std::mem::replace(&mut self.inner.borrow_mut().state, State::Answered);
-        let State::ReadingBody(headers) = state else {
-            return Action::Pause;
-        };
-        let body = buffer(BufferType::HttpRequestBody, body_size);
-        self.handle(&headers, &body);
-        Action::Pause
     }
 }
 
 impl Inner {
-    fn handle(&mut self, headers: &McpHeaders, body: &[u8], context_id: u32, weak: &Weak<RefCell<Inner>>) {
-        let origin = self.server.origin(&Facts);
-        let cancel_key = |request_id| origin.cancel_key(headers, request_id);
-        let request = origin.request(headers, body, Some(&self.counters));
-        match self.server.handle(request, &mut self.observed) {
-            Outcome::Respond(response) => self.answer(&response),
-            Outcome::Cancel { request_id, response } => {
-                if let Some(key) = cancel_key(&request_id) {
-                    cancels::file(&self.shared, &key);
-                }
-                self.answer(&response);
-            }
-            Outcome::Await(reply) => {
-                self.cancel = reply.cancellable_id().and_then(cancel_key).map(|key| (key, now()));
-                self.state = State::AwaitingUpstream(reply);
-                self.start_calls(context_id, weak);
-            }
-        }
-    }
-
-    /// The client cancelled the request: its streams are cancelled already; it is answered
-    /// with no JSON-RPC response.
-    pub(crate) fn cancelled(&mut self) {
-        let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) else {
-            return;
-        };
-        let cancelled = self.server.cancel(reply, now(), &mut self.observed);
-        self.stop_streams(&cancelled.calls);
-        // Proxy-wasm has sent nothing yet: the whole answer is here.
-        if let Some(response) = cancelled.response {
-            self.send(&response);
-        }
-    }
-
-    /// The request is gone (its client closed the connection, or Envoy reset it): Envoy does
-    /// not cancel the gRPC streams of a Wasm context that goes, so they are cancelled here, and
-    /// the calls counted as cancelled.
-    fn abandoned(&mut self) {
-        let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) else {
-            return;
-        };
-        let cancelled = self.server.cancel(reply, now(), &mut self.observed);
-        self.stop_streams(&cancelled.calls);
-        self.stats.publish(&self.observed);
-    }
-
-    /// Cancels the gRPC streams among `calls` (callouts end with their context), and forgets
-    /// their deadlines.
-    fn stop_streams(&self, calls: &[u64]) {
-        for token in calls.iter().filter(|token| *token & STREAM != 0) {
-            if let Ok(stream) = u32::try_from(token & !STREAM) {
-                self.clock.remove(stream);
-                // Cancelling one the tick cancelled already is refused, harmlessly.
-                let _ = hostcalls::cancel_grpc_stream(stream);
-            }
-        }
-    }
-
-    /// Whether a stream message of `size` bytes, not read yet, would pass a bound.
-    fn refuses_message(&mut self, token: u32, size: usize) -> bool {
-        let Inner { server, state, .. } = self;
-        let State::AwaitingUpstream(reply) = state else {
-            return false;
-        };
-        server.admits_message(reply, STREAM | u64::from(token), size).stop
-    }
-
-    /// A part of a stream's answer; whether a bound now stops it.
-    fn heard(&mut self, token: u32, part: CallPart<'_>) -> bool {
-        let Inner { server, state, .. } = self;
-        let State::AwaitingUpstream(reply) = state else {
-            return false;
-        };
-        server.heard(reply, STREAM | u64::from(token), part).stop
-    }
-
-    /// The call under `token` has ended: it is filed, and the calls waiting start.
-    pub(crate) fn ended(&mut self, token: u64, reset: bool, context_id: u32, weak: &Weak<RefCell<Inner>>) {
-        if let Ok(stream) = u32::try_from(token & !STREAM) {
-            self.clock.remove(stream);
-        }
-        let Inner {
-            server,
-            observed,
-            state,
-            ..
-        } = self;
-        let State::AwaitingUpstream(reply) = state else {
-            return;
-        };
-        server.call_ended(reply, token, reset, now(), observed);
-        self.start_calls(context_id, weak);
-    }
-
-    /// Starts the calls the reply may have out now, and sends it once none is out or waiting.
-    fn start_calls(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>) {
-        self.start_calls_from(context_id, weak, false);
-    }
-
-    /// The answer to a callout the root context started for this request (a task's poll),
-    /// with its headers, body size and trailers; then the calls that may start next.
-    pub(crate) fn adopted_call_answered(
+    /// The answer to a callout (`from_root`: one the root context started for this request, a
+    /// task's poll), with its headers, body size and trailers; then the calls that may start.
+    pub(crate) fn call_answered(
         &mut self,
         token: u32,
         (headers, body_size, trailers): (usize, usize, usize),
-        context_id: u32,
-        weak: &Weak<RefCell<Inner>>,
+        from_root: bool,
     ) {
-        if let State::AwaitingUpstream(reply) = &mut self.state {
-            let read = || call_response(headers, body_size, trailers);
-            let observed = &mut self.observed;
-            self.server
-                .call_answered(reply, u64::from(token), body_size, read, now(), observed);
-        }
-        self.start_calls_from(context_id, weak, true);
-    }
-
-    /// [`Self::start_calls`], from the root context (`from_root`: its tick, or a callout it
-    /// was handed): each callout started is filed with the clock as this request's, for the
-    /// root to hand its answer back.
-    pub(crate) fn start_calls_from(&mut self, context_id: u32, weak: &Weak<RefCell<Inner>>, from_root: bool) {
-        let Inner {
-            server,
-            observed,
-            state,
-            clock,
-            ..
-        } = self;
-        let State::AwaitingUpstream(reply) = state else {
+        let Inner { server, exchange, host } = self;
+        let Some(id) = host.call_of(Handle::Callout(token), true) else {
             return;
         };
-        let start = |call: &UpstreamCall| match call.kind() {
-            CallKind::Unary => call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout())
-                .map(|token| {
-                    if from_root {
-                        clock.adopt(token, context_id, weak.clone());
-                    }
-                    u64::from(token)
-                })
-                .map_err(|status| {
-                    warn!("cannot call cluster {:?}: {status:?}", call.cluster());
-                    format!("{status:?}")
-                }),
-            _ => open_stream(call, context_id, clock, weak, self.cancel).map(|token| STREAM | u64::from(token)),
+        host.from_root = from_root;
+        let read = || call_response(headers, body_size, trailers);
+        exchange.call_answered(server, host, id, body_size, read);
+        host.from_root = false;
+    }
+
+    fn stream_heard(&mut self, token: u32, part: CallPart<'_>) {
+        let Inner { server, exchange, host } = self;
+        if let Some(id) = host.call_of(Handle::Stream(token), false) {
+            exchange.call_heard(server, host, id, part);
+        }
+    }
+
+    /// The root context's tick ended the stream under `token` at its deadline (it is
+    /// cancelled already): the call ends with what came so far.
+    pub(crate) fn stream_deadline_passed(&mut self, token: u32) {
+        let Inner { server, exchange, host } = self;
+        let Some(id) = host.call_of(Handle::Stream(token), true) else {
+            return;
         };
-        if !server.start_calls(reply, start, now(), observed) {
-            // A task's next poll: the root context's tick wakes the request then.
-            if let Some(at) = reply.next_wake() {
-                clock.wake(Wake {
-                    at,
-                    context_id,
-                    owner: weak.clone(),
-                });
+        host.from_root = true;
+        exchange.call_ended(server, host, id, true);
+        host.from_root = false;
+    }
+
+    /// The client cancelled the request (heard by the root context's tick).
+    pub(crate) fn cancelled(&mut self) {
+        let Inner { server, exchange, host } = self;
+        host.from_root = true;
+        exchange.cancelled(server, host);
+        host.from_root = false;
+    }
+
+    /// A task's next poll is due (the root context's tick).
+    pub(crate) fn wake(&mut self) {
+        let Inner { server, exchange, host } = self;
+        host.from_root = true;
+        exchange.wake(server, host);
+        host.from_root = false;
+    }
+}
+
+impl Host {
+    /// The exchange's id for the call the host knows by `handle`; `ended` forgets it.
+    fn call_of(&mut self, handle: Handle, ended: bool) -> Option<CallId> {
+        let index = self.calls.iter().position(|(_, known)| *known == handle)?;
+        let (id, _) = self.calls[index];
+        if ended {
+            self.calls.swap_remove(index);
+            if let Handle::Stream(token) = handle {
+                self.clock.remove(token);
             }
+        }
+        Some(id)
+    }
+
+    /// Opens a gRPC stream for `call`, sends its request messages and half-closes it, and gives
+    /// it a deadline on the VM's clock; its answer comes to the context's `on_grpc_stream_*`.
+    fn open_stream(&self, call: &UpstreamCall) -> Result<u32, String> {
+        let (service, method) = call.service_and_method();
+        let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(key, value)| (key, value.as_bytes())).collect();
+        // Sent so that the upstream can stop too; Envoy's gRPC client keeps no deadline itself.
+        metadata.push(("grpc-timeout", call.grpc_timeout().as_bytes()));
+        let token = hostcalls::open_grpc_stream(call.cluster(), service, method, metadata).map_err(|status| {
+            warn!("cannot open a gRPC stream on cluster {:?}: {status:?}", call.cluster());
+            format!("{status:?}")
+        })?;
+        let messages = call.request_messages();
+        let sent = match messages.split_last() {
+            None => hostcalls::send_grpc_stream_message(token, None, true),
+            Some((last, first)) => first
+                .iter()
+                .try_for_each(|message| hostcalls::send_grpc_stream_message(token, Some(message), false))
+                .and_then(|()| hostcalls::send_grpc_stream_message(token, Some(last), true)),
+        };
+        if let Err(status) = sent {
+            let _ = hostcalls::cancel_grpc_stream(token);
+            return Err(format!("cannot send on the gRPC stream: {status:?}"));
+        }
+        self.clock.add(OpenStream {
+            deadline: now() + call.timeout(),
+            cancel: self.cancel,
+            context_id: self.context_id,
+            token,
+            owner: self.owner.clone(),
+        });
+        Ok(token)
+    }
+}
+
+impl ExchangeHost for Host {
+    fn now(&self) -> Duration {
+        now()
+    }
+
+    fn counters(&self) -> Option<&Counters> {
+        Some(&self.counters)
+    }
+
+    fn sends_in_parts(&self) -> bool {
+        false
+    }
+
+    /// Proxy-wasm cannot make the request itself a call: every call is called out.
+    fn routes_calls(&self) -> bool {
+        false
+    }
+
+    fn route_call(&mut self, _: &UpstreamCall, _: &str) {}
+
+    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String> {
+        let handle = match call.kind() {
+            CallKind::Unary => {
+                let token = call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout()).map_err(
+                    |status| {
+                        warn!("cannot call cluster {:?}: {status:?}", call.cluster());
+                        format!("{status:?}")
+                    },
+                )?;
+                if self.from_root {
+                    self.clock.adopt(token, self.context_id, self.owner.clone());
+                }
+                Handle::Callout(token)
+            }
+            _ => Handle::Stream(self.open_stream(call)?),
+        };
+        self.calls.push((id, handle));
+        Ok(())
+    }
+
+    /// A callout cannot be cancelled; it ends with its context. A stream is cancelled (one the
+    /// tick cancelled already is refused, harmlessly).
+    fn reset_call(&mut self, id: CallId) {
+        let Some(index) = self.calls.iter().position(|(known, _)| *known == id) else {
             return;
-        }
-        if let State::AwaitingUpstream(reply) = std::mem::replace(&mut self.state, State::Answered) {
-            self.send(&reply.into_response());
+        };
+        let (_, handle) = self.calls.swap_remove(index);
+        if let Handle::Stream(token) = handle {
+            self.clock.remove(token);
+            let _ = hostcalls::cancel_grpc_stream(token);
         }
     }
 
-    fn answer(&mut self, response: &HttpResponse) {
-        self.state = State::Answered;
-        self.send(response);
+    fn publish(&mut self, observed: &Observations) {
+        self.stats.publish(observed);
+        if !self.gone {
+            log_fields(observed);
+        }
     }
 
-    /// Sends the answer, after what the request told (for the stats and the access log).
-    fn send(&self, response: &HttpResponse) {
-        self.stats.publish(&self.observed);
-        log_fields(&self.observed);
+    fn send(&mut self, answer: Answer<'_>) {
+        let Answer::Whole(response) = answer else {
+            // Never asked of a host that does not send in parts.
+            error!("cannot send an answer in parts");
+            return;
+        };
         let body = (!response.body.is_empty()).then_some(response.body.as_slice());
         if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.header_pairs(), body) {
             error!("cannot send the reply: {status:?}");
         }
         self.stats.record_memory();
     }
+
+    fn wake_at(&mut self, at: Duration) -> bool {
+        self.clock.wake(Wake {
+            at,
+            context_id: self.context_id,
+            owner: self.owner.clone(),
+        });
+        true
+    }
+
+    fn listen_for_cancel(&mut self, key: CancelKey) {
+        self.cancel = Some((key, now()));
+    }
+
+    fn file_cancel(&mut self, key: &CancelKey) {
+        cancels::file(&self.shared, key);
+    }
 }
 
-/// Opens a gRPC stream for `call`, sends its request messages and half-closes it, and gives it
-/// a deadline on the VM's clock; its answer comes to the context's `on_grpc_stream_*`.
-fn open_stream(
-    call: &UpstreamCall,
-    context_id: u32,
-    clock: &StreamClock<Inner>,
-    weak: &Weak<RefCell<Inner>>,
-    cancel: Option<(CancelKey, Duration)>,
-) -> Result<u32, String> {
-    let (service, method) = call.service_and_method();
-    let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(key, value)| (key, value.as_bytes())).collect();
-    // Sent so that the upstream can stop too; Envoy's gRPC client keeps no deadline itself.
-    metadata.push(("grpc-timeout", call.grpc_timeout().as_bytes()));
-    let token = hostcalls::open_grpc_stream(call.cluster(), service, method, metadata).map_err(|status| {
-        warn!("cannot open a gRPC stream on cluster {:?}: {status:?}", call.cluster());
-        format!("{status:?}")
-    })?;
-    let messages = call.request_messages();
-    let sent = match messages.split_last() {
-        None => hostcalls::send_grpc_stream_message(token, None, true),
-        Some((last, first)) => first
-            .iter()
-            .try_for_each(|message| hostcalls::send_grpc_stream_message(token, Some(message), false))
-            .and_then(|()| hostcalls::send_grpc_stream_message(token, Some(last), true)),
-    };
-    if let Err(status) = sent {
-        let _ = hostcalls::cancel_grpc_stream(token);
-        return Err(format!("cannot send on the gRPC stream: {status:?}"));
+impl RequestFacts for Host {
+    fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
+        Facts.token_payload(source)
     }
-    clock.add(OpenStream {
-        deadline: now() + call.timeout(),
-        cancel,
-        context_id,
-        token,
-        owner: weak.clone(),
-    });
-    Ok(token)
+
+    fn client_address(&self) -> Option<String> {
+        Facts.client_address()
+    }
+}
+
+/// The request's headers, read from the host. Most requests are not for the MCP path: one host
+/// call decides that; a request that is reads the whole map once.
+struct RequestHeaders;
+
+impl RequestHead for RequestHeaders {
+    fn header(&self, name: &str) -> Option<Vec<u8>> {
+        header_value(name)
+    }
+
+    fn read_all<R>(&self, read: impl FnOnce(&[HeaderPair<'_>]) -> R) -> R {
+        let map = map_bytes(MapType::HttpRequestHeaders, usize::MAX);
+        let pairs: Vec<HeaderPair<'_>> = header_pairs(&map).collect();
+        read(&pairs)
+    }
 }

@@ -10,7 +10,7 @@ use log::warn;
 use proxy_wasm::hostcalls;
 
 use crate::cancels;
-use crate::exchange::{Inner, STREAM};
+use crate::exchange::Inner;
 use crate::host_io::{now, SharedData};
 use crate::stream_clock::{Ending, StreamClock};
 
@@ -26,12 +26,11 @@ pub(crate) fn end_streams_due(clock: &StreamClock<Inner>, shared: &SharedData) {
         if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
             warn!("cannot cancel a gRPC stream ({ending:?}): {status:?}");
         }
-        let weak = Rc::downgrade(&inner);
         let Ok(mut inner) = inner.try_borrow_mut() else {
             continue;
         };
         match ending {
-            Ending::Deadline => inner.ended(STREAM | u64::from(stream.token), true, stream.context_id, &weak),
+            Ending::Deadline => inner.stream_deadline_passed(stream.token),
             Ending::Cancelled => inner.cancelled(),
         }
     }
@@ -44,11 +43,9 @@ pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
         let Some(inner) = act_for(wake.context_id, &wake.owner, "poll is due") else {
             continue;
         };
-        let weak = Rc::downgrade(&inner);
-        let Ok(mut inner) = inner.try_borrow_mut() else {
-            continue;
+        if let Ok(mut inner) = inner.try_borrow_mut() {
+            inner.wake();
         };
-        inner.start_calls_from(wake.context_id, &weak, true);
     }
 }
 
@@ -67,11 +64,9 @@ pub(crate) fn answer_adopted_call(
     let Some(inner) = act_for(context_id, &owner, "poll was answered") else {
         return true;
     };
-    let weak = Rc::downgrade(&inner);
-    let Ok(mut inner) = inner.try_borrow_mut() else {
-        return true;
+    if let Ok(mut inner) = inner.try_borrow_mut() {
+        inner.call_answered(token, (headers, body_size, trailers), true);
     };
-    inner.adopted_call_answered(token, (headers, body_size, trailers), context_id, &weak);
     true
 }
 

@@ -1,0 +1,437 @@
+//! One HTTP request through the filter, without I/O. The host hands over what it hears (the
+//! request's headers, body and trailers; each call's answer, whole or in parts, and its end; a
+//! wake-up; a cancellation; the request going away) as calls to an [`Exchange`], and does what
+//! the exchange asks through [`ExchangeHost`] (start or reset a call, publish what the request
+//! told, send the answer whole or in parts, wake it later, listen for or file a cancellation).
+//!
+//! Call ids are the exchange's, given as each call starts: a host keeps its own handles for
+//! them (a callout's token, a stream's) beside the id, whatever their numbering. The states are
+//! passing through (not the MCP path), reading the body, calling out (the reply waits until
+//! every call has ended), routed (a host with a router for calls made the request itself the
+//! gRPC call of a lone `tools/call`, and its answer becomes the tool result), and answered. A
+//! host that can send an answer in parts (an SSE stream) gets each call's progress
+//! notifications as they come.
+
+use crate::cancel::CANCELLED_COMMENT;
+use crate::grpc::call_end::{CallEnd, CallPart, WholeCallResponse};
+use crate::http::{is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
+use crate::observe::Observations;
+use crate::server::{Outcome, Reply, Server};
+use crate::upstream::UpstreamCall;
+
+mod host;
+pub use host::{Answer, CallId, ExchangeHost, RequestHead};
+
+/// Where the request stands after a hook: what the host does with the HTTP stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Not the exchange's: let it go on, untouched.
+    Continue,
+    /// Its body is to come to the exchange: hold it until it ends.
+    ReadBody,
+    /// Waiting for its calls: hold it; the answer goes when they have ended.
+    Waiting,
+    /// Answered (or cancelled): hold it; nothing more is to be done for it.
+    Answered,
+    /// Made the call itself: let it go on to the host's router.
+    Routed,
+}
+
+/// The answer to a routed call, to write in place of its upstream's.
+#[derive(Debug)]
+pub struct RoutedAnswer {
+    /// The tool result.
+    pub response: HttpResponse,
+    /// The headers the upstream's answer came with (empty if none), to rewrite.
+    pub upstream_headers: HeaderCopy,
+}
+
+enum State {
+    PassThrough,
+    ReadingBody(McpHeaders),
+    CallingOut(Reply),
+    /// The request is the call under this id.
+    Routed(Reply, CallId),
+    Answered,
+}
+
+/// One HTTP request through the filter.
+pub struct Exchange {
+    state: State,
+    /// What this request told, published with its answer.
+    observed: Observations,
+    /// The id the next call starts under.
+    next_call: CallId,
+    /// The answer is an SSE stream whose head has gone (progress notifications sent as they
+    /// came).
+    answer_begun: bool,
+}
+
+impl Default for Exchange {
+    fn default() -> Self {
+        Exchange {
+            state: State::PassThrough,
+            observed: Observations::default(),
+            next_call: 1,
+            answer_begun: false,
+        }
+    }
+}
+
+impl Exchange {
+    /// The request's headers: answered now (a routing header a client may not send, the
+    /// protected resource metadata, a method other than POST, a declared length over the
+    /// limit), its body to be read, or not the MCP path's.
+    pub fn request_headers(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost,
+        head: &impl RequestHead,
+        end_of_stream: bool,
+    ) -> Step {
+        let path = head.header(":path").unwrap_or_default();
+        let path = String::from_utf8_lossy(&path);
+        let carries = |name: &str| head.header(name).is_some();
+        if let Some(refusal) = server.refuse_routing_header(&path, carries, &mut self.observed) {
+            return self.answer(host, &refusal);
+        }
+        let method = || String::from_utf8_lossy(&head.header(":method").unwrap_or_default()).into_owned();
+        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
+            return self.answer(host, &metadata);
+        }
+        if !is_mcp_path(&path, server.mcp_path()) {
+            return Step::Continue;
+        }
+        let admitted = head.read_all(|pairs| server.admit_headers(&path, pairs, &mut self.observed));
+        let headers = match admitted {
+            Ok(headers) => headers,
+            Err(refusal) => return self.answer(host, &refusal),
+        };
+        if end_of_stream {
+            return self.handle(server, host, &headers, &[]);
+        }
+        self.state = State::ReadingBody(headers);
+        Step::ReadBody
+    }
+
+    /// A chunk of the request's body has come: `size` bytes so far, `read` gives them all once
+    /// the last has come. A body that outgrows the limit is refused at once.
+    pub fn request_body(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost,
+        size: usize,
+        end_of_stream: bool,
+        read: impl FnOnce() -> Vec<u8>,
+    ) -> Step {
+        if !matches!(self.state, State::ReadingBody(_)) {
+            return self.step();
+        }
+        if let Some(refusal) = server.refuse_body_over_limit(size, &mut self.observed) {
+            return self.answer(host, &refusal);
+        }
+        if !end_of_stream {
+            return Step::ReadBody;
+        }
+        self.body_complete(server, host, read)
+    }
+
+    /// The request's trailers have come: its body is whole (`read` gives it).
+    pub fn request_trailers(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost,
+        read: impl FnOnce() -> Vec<u8>,
+    ) -> Step {
+        if !matches!(self.state, State::ReadingBody(_)) {
+            return self.step();
+        }
+        self.body_complete(server, host, read)
+    }
+
+    fn body_complete(&mut self, server: &Server, host: &mut impl ExchangeHost, read: impl FnOnce() -> Vec<u8>) -> Step {
+        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
+            return self.step();
+        };
+        self.handle(server, host, &headers, &read())
+    }
+
+    /// The whole request: answered, or its calls started.
+    fn handle(&mut self, server: &Server, host: &mut impl ExchangeHost, headers: &McpHeaders, body: &[u8]) -> Step {
+        let origin = server.origin(&*host);
+        let request = origin.request(headers, body, host.counters());
+        match server.handle(request, &mut self.observed) {
+            Outcome::Respond(response) => self.answer(host, &response),
+            Outcome::Cancel { request_id, response } => {
+                if let Some(key) = origin.cancel_key(headers, &request_id) {
+                    host.file_cancel(&key);
+                }
+                self.answer(host, &response)
+            }
+            Outcome::Await(reply) => {
+                if let Some(key) = reply.cancellable_id().and_then(|id| origin.cancel_key(headers, id)) {
+                    host.listen_for_cancel(key);
+                }
+                self.route_or_call_out(server, host, reply);
+                self.step()
+            }
+        }
+    }
+
+    /// Routes the call of a lone `tools/call` of a unary method where the host can (once it
+    /// has passed the rate limits), or starts the reply's calls.
+    fn route_or_call_out(&mut self, server: &Server, host: &mut impl ExchangeHost, mut reply: Reply) {
+        let cluster_header = server.routing().cluster_header.as_deref();
+        if let Some(cluster_header) = cluster_header.filter(|_| host.routes_calls()) {
+            let now = host.now();
+            if let Some(call) = server.take_routable_call(&mut reply, now, &mut self.observed) {
+                host.route_call(&call, cluster_header);
+                let id = self.next_call;
+                self.next_call += 1;
+                reply.started(id, call, now);
+                self.state = State::Routed(reply, id);
+                return;
+            }
+        }
+        self.state = State::CallingOut(reply);
+        self.advance(server, host);
+    }
+
+    /// Where the request stands.
+    pub fn step(&self) -> Step {
+        match self.state {
+            State::PassThrough => Step::Continue,
+            State::ReadingBody(_) => Step::ReadBody,
+            State::CallingOut(_) => Step::Waiting,
+            State::Routed(..) => Step::Routed,
+            State::Answered => Step::Answered,
+        }
+    }
+
+    /// Whether the request waits for its calls.
+    pub fn is_calling_out(&self) -> bool {
+        matches!(self.state, State::CallingOut(_))
+    }
+
+    /// Whether the request was made the call itself.
+    pub fn is_routed(&self) -> bool {
+        matches!(self.state, State::Routed(..))
+    }
+
+    /// A part of the routed call's answer (the request's response).
+    pub fn routed_heard(&mut self, server: &Server, part: CallPart<'_>) {
+        if let State::Routed(reply, id) = &mut self.state {
+            server.heard(reply, *id, part);
+        }
+    }
+
+    /// The routed call's answer is whole: the tool result to write in its place, after what
+    /// the request told is published.
+    pub fn routed_answer(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<RoutedAnswer> {
+        let State::Routed(mut reply, id) = std::mem::replace(&mut self.state, State::Answered) else {
+            return None;
+        };
+        let upstream_headers = server.call_ended(&mut reply, id, false, host.now(), &mut self.observed);
+        host.publish(&self.observed);
+        Some(RoutedAnswer {
+            response: reply.into_response(),
+            upstream_headers,
+        })
+    }
+
+    /// The routed call's deadline has passed (the host's router would only reset a stream whose
+    /// answer has begun): it is answered DEADLINE_EXCEEDED.
+    pub fn routed_deadline_passed(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+        let State::Routed(mut reply, id) = std::mem::replace(&mut self.state, State::Answered) else {
+            return;
+        };
+        let now = host.now();
+        if let Some((call, _)) = reply.take(id) {
+            server.file(&mut reply, &call, CallEnd::DeadlinePassed, now, &mut self.observed);
+        }
+        self.answer(host, &reply.into_response());
+    }
+
+    /// The call `id` was answered whole, with a body of `body_size` bytes (`read` gives its
+    /// parts, and is not called for a body over the limit); then the calls that may, start.
+    pub fn call_answered(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost,
+        id: CallId,
+        body_size: usize,
+        read: impl FnOnce() -> WholeCallResponse,
+    ) {
+        let State::CallingOut(reply) = &mut self.state else {
+            return;
+        };
+        server.call_answered(reply, id, body_size, read, host.now(), &mut self.observed);
+        self.advance(server, host);
+    }
+
+    /// A part of call `id`'s answer. A stream of answers that reaches a bound is stopped at
+    /// once; progress notifications go out as they come, from a host that sends in parts.
+    pub fn call_heard(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, part: CallPart<'_>) {
+        let State::CallingOut(reply) = &mut self.state else {
+            return;
+        };
+        let stop = server.heard(reply, id, part).stop;
+        if host.sends_in_parts() {
+            if let Some(events) = reply.take_progress_events() {
+                self.send_events(host, &events);
+            }
+        }
+        if stop {
+            self.stop_call(server, host, id);
+        }
+    }
+
+    /// A message of `size` bytes has come on call `id`'s stream, not yet read: whether the
+    /// host is to read it and hand it over. One that would pass a bound is not read; the call
+    /// is stopped.
+    pub fn message_coming(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, size: usize) -> bool {
+        let State::CallingOut(reply) = &mut self.state else {
+            return false;
+        };
+        if !server.admits_message(reply, id, size).stop {
+            return true;
+        }
+        self.stop_call(server, host, id);
+        false
+    }
+
+    /// Resets call `id`, and files it as ended without a whole answer.
+    fn stop_call(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId) {
+        host.reset_call(id);
+        self.call_ended(server, host, id, true);
+    }
+
+    /// Call `id` has ended (`reset`: without a whole answer): its result is filed, and the
+    /// calls that may, start; the reply goes once none is out or waiting. A call ended already
+    /// (or never started) is ignored.
+    pub fn call_ended(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, reset: bool) {
+        let State::CallingOut(reply) = &mut self.state else {
+            return;
+        };
+        server.call_ended(reply, id, reset, host.now(), &mut self.observed);
+        self.advance(server, host);
+    }
+
+    /// The wake-up asked for has come: the calls due start.
+    pub fn wake(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+        self.advance(server, host);
+    }
+
+    /// The client cancelled the request: its calls are reset and counted as cancelled, and it
+    /// is answered with no JSON-RPC response (an answer begun in parts just ends).
+    pub fn cancelled(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+        let Some(cancelled) = self.cancel_calls(server, host) else {
+            return;
+        };
+        match cancelled {
+            Some(response) => {
+                self.answer(host, &response);
+            }
+            None => {
+                host.publish(&self.observed);
+                host.send(Answer::Part {
+                    data: CANCELLED_COMMENT,
+                    last: true,
+                });
+            }
+        }
+    }
+
+    /// The request is gone (its client closed the connection, or the host reset it): its calls
+    /// are reset and counted as cancelled, and what it told is published.
+    pub fn request_gone(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+        if self.cancel_calls(server, host).is_some() {
+            host.publish(&self.observed);
+        }
+    }
+
+    /// Resets the calls out, for a request that will not be answered with a result; `None` if
+    /// it was not calling out, else the answer to send, if it has not begun.
+    fn cancel_calls(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<Option<HttpResponse>> {
+        let State::CallingOut(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+            return None;
+        };
+        let cancelled = server.cancel(reply, host.now(), &mut self.observed);
+        for id in cancelled.calls {
+            host.reset_call(id);
+        }
+        Some(cancelled.response)
+    }
+
+    /// Starts the calls that may go now; sends the reply once nothing is out or waiting, or
+    /// asks to be woken when a task's next poll is due.
+    fn advance(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+        loop {
+            let State::CallingOut(reply) = &mut self.state else {
+                return;
+            };
+            let now = host.now();
+            let next_call = &mut self.next_call;
+            let start = |call: &UpstreamCall| {
+                let id = *next_call;
+                host.start_call(id, call)?;
+                *next_call += 1;
+                Ok(id)
+            };
+            if server.start_calls(reply, start, now, &mut self.observed) {
+                return self.send_reply(host);
+            }
+            let Some(at) = reply.next_wake() else {
+                return;
+            };
+            if host.wake_at(at) {
+                return;
+            }
+            // A host that cannot wake the request ends its waits now: it is answered, not held.
+            log::warn!("cannot wake a request to poll its operation later; it is answered as still running");
+            server.stop_waiting(reply, &mut self.observed);
+        }
+    }
+
+    fn send_reply(&mut self, host: &mut impl ExchangeHost) {
+        let State::CallingOut(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+            return;
+        };
+        let response = reply.into_response();
+        if !self.answer_begun {
+            host.publish(&self.observed);
+            host.send(Answer::Whole(&response));
+            return;
+        }
+        // The answer in parts is begun: the result is its last event.
+        host.publish(&self.observed);
+        host.send(Answer::Part {
+            data: &response.body,
+            last: true,
+        });
+    }
+
+    /// Progress notifications, on an answer in parts begun with the first of them.
+    fn send_events(&mut self, host: &mut impl ExchangeHost, events: &[u8]) {
+        if self.answer_begun {
+            host.send(Answer::Part {
+                data: events,
+                last: false,
+            });
+            return;
+        }
+        self.answer_begun = true;
+        let head = HttpResponse::event_stream(Vec::new());
+        host.send(Answer::Begin { head: &head, events });
+    }
+
+    fn answer(&mut self, host: &mut impl ExchangeHost, response: &HttpResponse) -> Step {
+        self.state = State::Answered;
+        host.publish(&self.observed);
+        host.send(Answer::Whole(response));
+        Step::Answered
+    }
+}
+
+#[cfg(test)]
+mod tests;
