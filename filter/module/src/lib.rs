@@ -1,8 +1,9 @@
 //! Switchblade as an Envoy dynamic module: the same core as the Wasm filter, native, for
 //! Envoy 1.40. Envoy loads `libswitchblade_module.so` through `envoy.filters.http.dynamic_modules`
 //! and calls the hooks in [`abi`], the only place with `unsafe`. Above it, in safe Rust:
-//! [`config`] is one filter configuration, shared by Envoy's workers; [`exchange`] is one
-//! request, over the small [`host`] trait that the ABI implements and the tests fake;
+//! [`config`] is one filter configuration, shared by Envoy's workers; [`exchange`] adapts one
+//! request's hooks to the core's exchange, over the small [`host`] trait that the ABI
+//! implements and the tests fake;
 //! [`discovery`] reads live reflection for a configuration.
 //!
 //! A module runs in Envoy's process with no sandbox: a crash is Envoy's crash. So the core it

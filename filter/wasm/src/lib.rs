@@ -1,6 +1,6 @@
-//! Switchblade as a proxy-wasm filter: moves request bytes into the core's
-//! [`Server`](switchblade_core::server::Server) and its answers back to Envoy, and makes the
-//! upstream calls it asks for. Host calls only; every decision is the core's.
+//! Switchblade as a proxy-wasm filter: an adapter that hands each request's callbacks to the
+//! core's [`Exchange`](switchblade_core::exchange::Exchange) and does what it asks (the
+//! upstream calls, the answer) with host calls. Every decision is the core's.
 //!
 //! Host calls go through `hostcalls` directly, which return errors instead of panicking as the
 //! SDK's trait helpers do: a panic would kill the VM for every later request. Header values are

@@ -91,20 +91,21 @@ impl Exchange {
     ) -> Step {
         let path = head.header(":path").unwrap_or_default();
         let path = String::from_utf8_lossy(&path);
-        let carries = |name: &str| head.header(name).is_some();
-        if let Some(refusal) = server.refuse_routing_header(&path, carries, &mut self.observed) {
-            return self.answer(host, &refusal);
-        }
-        let method = || String::from_utf8_lossy(&head.header(":method").unwrap_or_default()).into_owned();
-        if let Some(metadata) = server.protected_resource_metadata(&path, method) {
-            return self.answer(host, &metadata);
-        }
-        if !is_mcp_path(&path, server.mcp_path()) {
-            return Step::Continue;
-        }
-        let admitted = head.read_all(|pairs| server.admit_headers(&path, pairs, &mut self.observed));
+        // Most requests are not for the MCP path: they are asked one header at a time. One
+        // that is has its headers read once, whole, and everything below reads them there.
+        let admitted = if is_mcp_path(&path, server.mcp_path()) {
+            head.read_all(|pairs| {
+                let value = |name: &str| pairs.iter().find(|(known, _)| *known == name).map(|(_, value)| *value);
+                self.header_phase(server, &path, |name| value(name).map(<[u8]>::to_vec))
+                    .and_then(|()| server.admit_headers(&path, pairs, &mut self.observed).map(Some))
+            })
+        } else {
+            self.header_phase(server, &path, |name| head.header(name))
+                .map(|()| None)
+        };
         let headers = match admitted {
-            Ok(headers) => headers,
+            Ok(Some(headers)) => headers,
+            Ok(None) => return Step::Continue,
             Err(refusal) => return self.answer(host, &refusal),
         };
         if end_of_stream {
@@ -112,6 +113,26 @@ impl Exchange {
         }
         self.state = State::ReadingBody(headers);
         Step::ReadBody
+    }
+
+    /// What is answered on any path before its body: a routing header only the host may set
+    /// (a route that forwards by it must never be chosen by a client), the protected resource
+    /// metadata. `header` reads one request header.
+    fn header_phase(
+        &mut self,
+        server: &Server,
+        path: &str,
+        header: impl Fn(&str) -> Option<Vec<u8>>,
+    ) -> Result<(), HttpResponse> {
+        let carries = |name: &str| header(name).is_some();
+        if let Some(refusal) = server.refuse_routing_header(path, carries, &mut self.observed) {
+            return Err(refusal);
+        }
+        let method = || String::from_utf8_lossy(&header(":method").unwrap_or_default()).into_owned();
+        match server.protected_resource_metadata(path, method) {
+            Some(metadata) => Err(metadata),
+            None => Ok(()),
+        }
     }
 
     /// A chunk of the request's body has come: `size` bytes so far, `read` gives them all once

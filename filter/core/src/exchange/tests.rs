@@ -617,3 +617,21 @@ fn a_stream_a_batch_or_a_host_without_a_router_is_called_out() {
     let (_, step) = post(&server, &mut host, &get_item());
     assert_eq!((step, host.started.len()), (Step::Waiting, 1));
 }
+
+#[test]
+fn a_clients_routing_header_is_refused_on_every_path() {
+    let (server, mut host) = (routing_server(), routing_host());
+    for path in ["/mcp", "/other"] {
+        let head = Head::post(path).with("x-switchblade-cluster", "catalog");
+        assert_eq!(
+            Exchange::default().request_headers(&server, &mut host, &head, false),
+            Step::Answered
+        );
+    }
+    assert!(
+        matches!(host.sent[..], [Sent::Whole(mcp, _), Sent::Whole(other, _)] if mcp >= 400 && other >= 400),
+        "{:?}",
+        host.sent
+    );
+    assert!(host.routed.is_empty());
+}
