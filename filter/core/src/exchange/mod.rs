@@ -171,7 +171,7 @@ impl Exchange {
     }
 
     fn body_complete(&mut self, server: &Server, host: &mut impl ExchangeHost, read: impl FnOnce() -> Vec<u8>) -> Step {
-        let State::ReadingBody(headers) = std::mem::replace(&mut self.state, State::Answered) else {
+        let Some(State::ReadingBody(headers)) = self.take_state(|state| matches!(state, State::ReadingBody(..))) else {
             return self.step();
         };
         self.handle(server, host, &headers, &read())
@@ -218,6 +218,12 @@ impl Exchange {
         self.advance(server, host);
     }
 
+    /// The state, left answered, if `wanted` says it is the one an event acts on; any other is
+    /// left as it is (an event that does not belong to it changes nothing).
+    fn take_state(&mut self, wanted: impl FnOnce(&State) -> bool) -> Option<State> {
+        wanted(&self.state).then(|| std::mem::replace(&mut self.state, State::Answered))
+    }
+
     /// Where the request stands.
     pub fn step(&self) -> Step {
         match self.state {
@@ -249,7 +255,7 @@ impl Exchange {
     /// The routed call's answer is whole: the tool result to write in its place, after what
     /// the request told is published.
     pub fn routed_answer(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<RoutedAnswer> {
-        let State::Routed(mut reply, id) = std::mem::replace(&mut self.state, State::Answered) else {
+        let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
             return None;
         };
         let upstream_headers = server.call_ended(&mut reply, id, false, host.now(), &mut self.observed);
@@ -263,7 +269,7 @@ impl Exchange {
     /// The routed call's deadline has passed (the host's router would only reset a stream whose
     /// answer has begun): it is answered DEADLINE_EXCEEDED.
     pub fn routed_deadline_passed(&mut self, server: &Server, host: &mut impl ExchangeHost) {
-        let State::Routed(mut reply, id) = std::mem::replace(&mut self.state, State::Answered) else {
+        let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
             return;
         };
         let now = host.now();
@@ -374,7 +380,7 @@ impl Exchange {
     /// Resets the calls out, for a request that will not be answered with a result; `None` if
     /// it was not calling out, else the answer to send, if it has not begun.
     fn cancel_calls(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<Option<HttpResponse>> {
-        let State::CallingOut(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+        let Some(State::CallingOut(reply)) = self.take_state(|state| matches!(state, State::CallingOut(..))) else {
             return None;
         };
         let cancelled = server.cancel(reply, host.now(), &mut self.observed);
@@ -415,7 +421,7 @@ impl Exchange {
     }
 
     fn send_reply(&mut self, host: &mut impl ExchangeHost) {
-        let State::CallingOut(reply) = std::mem::replace(&mut self.state, State::Answered) else {
+        let Some(State::CallingOut(reply)) = self.take_state(|state| matches!(state, State::CallingOut(..))) else {
             return;
         };
         let response = reply.into_response();

@@ -635,3 +635,21 @@ fn a_clients_routing_header_is_refused_on_every_path() {
     );
     assert!(host.routed.is_empty());
 }
+
+/// Found by the `exchange` fuzz target: an event for another state (a routed call's answer, its
+/// deadline) left a request that was calling out answered, its reply lost.
+#[test]
+fn an_event_for_another_state_changes_nothing() {
+    let (server, mut host) = (server(), FakeHost::default());
+    let (mut exchange, _) = post(&server, &mut host, &get_item());
+    assert!(exchange.routed_answer(&server, &mut host).is_none());
+    exchange.routed_deadline_passed(&server, &mut host);
+    assert_eq!(exchange.step(), Step::Waiting);
+    exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
+    assert!(matches!(host.sent[..], [Sent::Whole(200, _)]), "{:?}", host.sent);
+    let mut passing = Exchange::default();
+    passing.request_headers(&server, &mut host, &Head::post("/other"), false);
+    passing.request_gone(&server, &mut host);
+    passing.cancelled(&server, &mut host);
+    assert_eq!(passing.step(), Step::Continue);
+}
