@@ -219,48 +219,49 @@ impl Inner {
         (headers, body_size, trailers): (usize, usize, usize),
         from_root: bool,
     ) {
-        let Inner { server, exchange, host } = self;
-        let Some(id) = host.call_of(Handle::Callout(token), true) else {
+        let Some(id) = self.host.call_of(Handle::Callout(token), true) else {
             return;
         };
-        host.from_root = from_root;
         let read = || call_response(headers, body_size, trailers);
-        exchange.call_answered(server, host, id, body_size, read);
-        host.from_root = false;
+        self.event(from_root, |exchange, server, host| {
+            exchange.call_answered(server, host, id, body_size, read)
+        });
     }
 
     fn stream_heard(&mut self, token: u32, part: CallPart<'_>) {
-        let Inner { server, exchange, host } = self;
-        if let Some(id) = host.call_of(Handle::Stream(token), false) {
-            exchange.call_heard(server, host, id, part);
+        if let Some(id) = self.host.call_of(Handle::Stream(token), false) {
+            self.event(false, |exchange, server, host| {
+                exchange.call_heard(server, host, id, part)
+            });
         }
     }
 
     /// The root context's tick ended the stream under `token` at its deadline (it is
     /// cancelled already): the call ends with what came so far.
     pub(crate) fn stream_deadline_passed(&mut self, token: u32) {
-        let Inner { server, exchange, host } = self;
-        let Some(id) = host.call_of(Handle::Stream(token), true) else {
-            return;
-        };
-        host.from_root = true;
-        exchange.call_ended(server, host, id, true);
-        host.from_root = false;
+        if let Some(id) = self.host.call_of(Handle::Stream(token), true) {
+            self.event(true, |exchange, server, host| {
+                exchange.call_ended(server, host, id, true)
+            });
+        }
     }
 
     /// The client cancelled the request (heard by the root context's tick).
     pub(crate) fn cancelled(&mut self) {
-        let Inner { server, exchange, host } = self;
-        host.from_root = true;
-        exchange.cancelled(server, host);
-        host.from_root = false;
+        self.event(true, |exchange, server, host| exchange.cancelled(server, host));
     }
 
     /// A task's next poll is due (the root context's tick).
     pub(crate) fn wake(&mut self) {
+        self.event(true, |exchange, server, host| exchange.wake(server, host));
+    }
+
+    /// Hands an event to the core's exchange, with the host acting from the root context
+    /// (`from_root`) or from the request's own.
+    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut exchange::Exchange, &Server, &mut Host)) {
         let Inner { server, exchange, host } = self;
-        host.from_root = true;
-        exchange.wake(server, host);
+        host.from_root = from_root;
+        event(exchange, server, host);
         host.from_root = false;
     }
 }

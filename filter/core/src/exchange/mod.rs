@@ -425,16 +425,14 @@ impl Exchange {
             return;
         };
         let response = reply.into_response();
-        if !self.answer_begun {
-            host.publish(&self.observed);
-            host.send(Answer::Whole(&response));
-            return;
-        }
-        // The answer in parts is begun: the result is its last event.
         host.publish(&self.observed);
-        host.send(Answer::Part {
-            data: &response.body,
-            last: true,
+        // An answer in parts begun: the result is its last event.
+        host.send(match self.answer_begun {
+            false => Answer::Whole(&response),
+            true => Answer::Part {
+                data: &response.body,
+                last: true,
+            },
         });
     }
 
