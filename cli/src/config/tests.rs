@@ -1,6 +1,7 @@
+use super::args::{parse_metadata, parse_service, DEFAULT_IMAGE};
 use super::*;
 use crate::descriptor_sets::File;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// What `switchblade config` prints for `args`.
 fn config(args: &ConfigArgs) -> Result<String, String> {
