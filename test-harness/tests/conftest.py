@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import filter_build  # noqa: E402
 from filter_build import demo_plugin  # noqa: E402
 from mcp_client import Mcp  # noqa: E402
-from processes import ENVOY_BIN, UPSTREAM_BIN, Envoy, Upstream  # noqa: E402
+from processes import ENVOY_BIN, UPSTREAM_BIN, Envoy, Upstream, fixed_ports_held  # noqa: E402
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -54,6 +54,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     # Added after the removal above: cleanups run last first, so the builds stop before it.
     session.config.add_cleanup(lambda: test_release.stop_builds(builds))
     session.config.stash[test_release.REBUILT_ELSEWHERE] = builds
+
+
+@pytest.fixture
+def fixed_ports():
+    """The demo's and the quick start's fixed ports, for this test alone across both sessions."""
+    with fixed_ports_held():
+        yield
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import fcntl
 import os
 import random
 import shutil
@@ -75,16 +76,39 @@ def port_in_use(port: int) -> bool:
         return probe.connect_ex(("127.0.0.1", port)) == 0
 
 
+@contextlib.contextmanager
+def fixed_ports_held() -> Iterator[None]:
+    """The demo's and the quick start's fixed ports (10000, 9901, 50051, 50052) for one test
+    at a time across processes: scripts/test runs the Wasm and the module sessions at once.
+    The holder frees them before it lets go."""
+    WORK.mkdir(parents=True, exist_ok=True)
+    with open(WORK / ".fixed-ports.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _port_band(ports: range) -> range:
+    """This session's share of `ports`: the Wasm session the lower half, the module's the upper
+    one, so that two sessions running at once never pick the same port in the moment between
+    one's check and its process's bind."""
+    middle = (ports.start + ports.stop) // 2
+    if filter_build.current() is filter_build.MODULE:
+        return range(middle, ports.stop)
+    return range(ports.start, middle)
+
+
 def free_port() -> int:
-    """A port free now, below the ephemeral range, and never handed out before by this process:
-    a port the kernel hands out for `bind(0)` may be taken as an outgoing connection's source
-    port (a load generator opens thousands) before the process it was picked for binds it."""
+    """A port free now, below the ephemeral range, in this session's band, and never handed out
+    before by this process: a port the kernel hands out for `bind(0)` may be taken as an
+    outgoing connection's source port (a load generator opens thousands) before the process it
+    was picked for binds it."""
     ephemeral = _ephemeral_ports()
+    band = _port_band(range(10000, ephemeral.start))
     for _ in range(100):
         if ephemeral.start < 11000:  # no room below it: take what the kernel gives
             port = 0
         else:
-            port = random.randrange(10000, ephemeral.start)
+            port = random.randrange(band.start, band.stop)
         if port in FETCH_BAD_PORTS or port in _handed_out:
             continue
         with socket.socket() as sock:
@@ -97,7 +121,7 @@ def free_port() -> int:
         if port not in _handed_out:
             _handed_out.add(port)
             return port
-    raise RuntimeError(f"no free port between 10000 and {ephemeral.start}")
+    raise RuntimeError(f"no free port between {band.start} and {band.stop}")
 
 
 def wait_until(check, what: str, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:

@@ -71,6 +71,16 @@ def test_no_port_is_handed_out_twice():
     assert len(set(ports)) == len(ports)
 
 
+def test_the_two_sessions_pick_ports_from_bands_apart(monkeypatch):
+    """scripts/test runs the Wasm and the module sessions at once: a port one picks is never
+    one the other can pick."""
+    picked = {}
+    for build in (filter_build.WASM, filter_build.MODULE):
+        monkeypatch.setattr(filter_build, "_current", [build])
+        picked[build.name] = [free_port() for _ in range(200)]
+    assert max(picked["wasm"]) < min(picked["module"]), picked
+
+
 def test_a_round_that_fails_to_run_is_run_once_more_and_reported(monkeypatch):
     sys.path.insert(0, str(REPO / "test-harness/bench"))
     import bench

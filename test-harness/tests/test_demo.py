@@ -1,7 +1,8 @@
 """The README's first command: `scripts/demo` (or `--module`) starts, serves the three demo
 tools at http://127.0.0.1:10000/mcp, answers the README's curl session, and needs no Node: its
 bootstrap (`--demo`) leaves the tests' TypeScript clients out. It runs on the demo's fixed
-ports, so it skips when something else holds one of them."""
+ports, which it holds alone across both sessions (the quick start's test uses them too), and it
+skips when something else holds one of them."""
 
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def node_shims(tmp_path: Path) -> Path:
     return shims
 
 
-def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path) -> None:
+def test_the_demo_starts_without_node_and_serves_the_readmes_session(tmp_path: Path, fixed_ports: None) -> None:
     busy = [port for port in DEMO_PORTS if port_in_use(port)]
     if busy:
         pytest.skip(f"the demo's ports are in use: {busy} (is scripts/demo running?)")

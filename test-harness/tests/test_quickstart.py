@@ -2,7 +2,8 @@
 (with the repository's builds where the page's first block puts them: the CLI on PATH as
 `cargo install` leaves it, the .wasm under target/, Envoy in .venv). The service is the demo
 upstream's InventoryService on the address the printed bootstrap names, 127.0.0.1:50051; the
-page's fixed ports mean the test skips when something else holds one of them."""
+page's fixed ports are held by this test alone across both sessions (the demo's test uses them
+too), and the test skips when something else holds one of them."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def blocks() -> list[tuple[str, str]]:
     return re.findall(r"^```(\w+)\n(.*?)^```$", PAGE.read_text(), re.MULTILINE | re.DOTALL)
 
 
-def test_the_quick_start_serves_your_service_to_an_mcp_client(tmp_path: Path) -> None:
+def test_the_quick_start_serves_your_service_to_an_mcp_client(tmp_path: Path, fixed_ports: None) -> None:
     if filter_build.current() is not filter_build.WASM:
         pytest.skip("the quick start prints the Wasm filter's bootstrap; it runs in the --build wasm session")
     busy = [port for port in PORTS if port_in_use(port)]
