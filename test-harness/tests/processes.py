@@ -426,6 +426,13 @@ class Envoy:
     def admin_url(self) -> str:
         return f"http://127.0.0.1:{self.admin_port}"
 
+    def memory(self) -> tuple[int, int]:
+        """The bytes Envoy's allocator holds now (the admin's /memory: the
+        `server.memory_allocated` stat is only as fresh as the last stats flush), and the Wasm
+        VM's linear memory (0 for the module, whose allocations are Envoy's allocator's)."""
+        allocated = int(httpx2.get(f"{self.admin_url}/memory", timeout=2).json()["allocated"])
+        return allocated, self.stats().get("wasmcustom.switchblade.vm_memory_bytes", 0)
+
     def stats(self) -> dict[str, int]:
         text = httpx2.get(f"{self.admin_url}/stats", timeout=2).text
         stats = {}

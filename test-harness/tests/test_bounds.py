@@ -249,21 +249,17 @@ def test_the_attacks_of_the_review_cost_nothing_and_memory_stays_flat(upstream: 
             assert len(answers) == 64
             assert any("result" in answer for answer in answers)
             assert any("limits.max_batch_reply_bytes" in answer.get("error", {}).get("message", "") for answer in answers)
-            samples.append((rss_mib(envoy), envoy.stats().get("wasmcustom.switchblade.vm_memory_bytes", 0)))
+            samples.append((*envoy.memory(), rss_mib(envoy)))
         assert upstream.most_in_flight() <= 8
         # The first rounds warm the allocator (and grow the Wasm VM's memory, which never
-        # shrinks) up to what one bounded reply takes; after them nothing more is kept.
-        rss = [sample[0] for sample in samples[2:]]
+        # shrinks) up to what one bounded reply takes; after them nothing more is kept. What the
+        # allocator holds is the measure, not RSS: RSS follows the pages the allocator gives
+        # back and takes again (in CI it fell by 26 MiB and rose by 40 holding the same bytes).
+        allocated = [sample[0] for sample in samples[2:]]
+        assert max(allocated) - min(allocated) < 2**20, f"Envoy's memory kept growing: {samples}"
         vm = [sample[1] for sample in samples[2:]]
-        assert max(vm) - min(vm) <= 8 * 1024 * 1024, f"the Wasm VM's memory kept growing: {samples}"
-        # Envoy's RSS also counts the VM's memory as the VM first touches it: with the VM's
-        # memory flat, RSS may still step up by part of it (once or twice, 35 or 65 MiB, in any
-        # round) as the VM's allocator reaches pages it has had all along. It can rise by no more.
-        # Only a rise counts: Envoy's allocator may give pages back in any round (a 36 MiB drop
-        # in the last round failed this check once when it measured any spread).
-        touched_later = max(vm) / 2**20
-        rise = max(later - min(rss[:at]) for at, later in enumerate(rss) if at > 0)
-        assert rise < 32 + touched_later, f"Envoy's RSS kept growing over the rounds: {samples}"
+        assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+        rss = [sample[2] for sample in samples]
         assert max(rss) < 512, f"Envoy's RSS: {samples}"
         assert mcp.request("ping")["result"] == {}
     finally:

@@ -88,13 +88,6 @@ def test_an_encoded_alias_of_a_plain_tool_name_does_not_slip_past_rbac(behind_rb
 CATALOG = "demo.catalog.v1.CatalogService"
 
 
-def memory(envoy: Envoy) -> tuple[int, int]:
-    """What Envoy's allocator holds (`server.memory_allocated`), and the Wasm VM's linear
-    memory (0 for the module)."""
-    stats = envoy.stats()
-    return stats["server.memory_allocated"], stats.get("wasmcustom.switchblade.vm_memory_bytes", 0)
-
-
 @pytest.fixture(scope="module")
 def streaming(upstream: Upstream):
     plugin = demo_plugin()
@@ -140,7 +133,7 @@ def test_a_long_progress_token_is_refused_and_progress_cannot_amplify(streaming:
                 events = [line for line in answer.text.splitlines() if line.startswith("data: ")]
                 assert len(events) == 101, len(events)  # 100 notifications, then the result
                 assert len(answer.content) < 4 * 1024 * 1024
-            samples.append(memory(streaming))
+            samples.append(streaming.memory())
         allocated = [sample[0] for sample in samples[2:]]
         vm = [sample[1] for sample in samples[2:]]
         assert max(allocated) - min(allocated) < 16 * 2**20, f"Envoy's memory kept growing: {samples}"
@@ -245,11 +238,12 @@ def ipv6_listener(bootstrap: dict[str, Any]) -> int:
 def test_callers_cannot_choose_who_they_are_and_any_number_of_them_is_held_in_bounded_memory(upstream: Upstream) -> None:
     """Each client is counted by its connection's address (the bootstrap's
     `use_remote_address: true`), an IPv6 client by its /64, and the callers held are bounded
-    (`limits.max_callers`). 200,000 calls: 50,000 naming a fresh caller in X-Forwarded-For
-    each, 50,000 from fresh addresses in one IPv6 /64 (both one caller, limited as one), then
-    100,000 from fresh IPv4 addresses (as many callers, each served) with Envoy's memory flat."""
+    (`limits.max_callers`, 2,000 places here). 35,000 calls: 5,000 naming a fresh caller in
+    X-Forwarded-For each, 5,000 from fresh addresses in one IPv6 /64 (both one caller, limited
+    as one), then 25,000 from fresh IPv4 addresses (as many callers, each served) with Envoy's
+    memory flat once the table is full."""
     plugin = demo_plugin()
-    plugin["limits"] = {"rules": [{"match": "*", "requests_per_second": 1, "burst": 2}]}
+    plugin["limits"] = {"rules": [{"match": "*", "requests_per_second": 1, "burst": 2}], "max_callers": 2000}
     with ipv6_test_prefix():
         envoy = Envoy(upstream, plugin, name="envoy-trust-callers")
         ipv6_port = ipv6_listener(envoy.config)
@@ -259,26 +253,28 @@ def test_callers_cannot_choose_who_they_are_and_any_number_of_them_is_held_in_bo
             assert ("rate limits: callers are counted by Envoy's downstream address (source.address), "
                     "IPv4 by /32 and IPv6 by /64") in envoy.logs()
             started = time.monotonic()
-            forged = asyncio.run(from_forged_addresses(envoy.port, 50_000))
+            forged = asyncio.run(from_forged_addresses(envoy.port, 5_000))
             allowed = 2 + (time.monotonic() - started)
-            assert forged[200] <= allowed and forged[429] == 50_000 - forged[200], (forged, allowed)
+            assert forged[200] <= allowed and forged[429] == 5_000 - forged[200], (forged, allowed)
             started = time.monotonic()
-            one_network = (f"{TEST_PREFIX}::{index >> 16 & 0xffff:x}:{index & 0xffff:x}" for index in range(1, 50_001))
+            one_network = (f"{TEST_PREFIX}::{index >> 16 & 0xffff:x}:{index & 0xffff:x}" for index in range(1, 5_001))
             rotated = asyncio.run(from_addresses("::1", ipv6_port, one_network))
             allowed = 2 + (time.monotonic() - started)
-            assert rotated[200] <= allowed and rotated[429] == 50_000 - rotated[200], (rotated, allowed)
+            assert rotated[200] <= allowed and rotated[429] == 5_000 - rotated[200], (rotated, allowed)
             samples = []
-            for first in range(0, 100_000, 20_000):
+            for first in range(0, 25_000, 5_000):
                 addresses = (f"127.{(first + i) >> 16 & 255}.{(first + i) >> 8 & 255}.{((first + i) & 255) or 1}"
-                             for i in range(20_000))
+                             for i in range(5_000))
                 many = asyncio.run(from_addresses("127.0.0.1", envoy.port, addresses))
-                assert many[200] >= 19_000, many  # a fresh caller each (an address ending .0 is .1 again)
-                samples.append(memory(envoy))
-            # The table of 10,000 places fills in the first rounds; after it, nothing more is kept.
-            allocated = [sample[0] for sample in samples]
-            assert max(allocated[2:]) - min(allocated[1:]) < 4 * 2**20, f"Envoy's memory kept growing: {samples}"
-            vm = [sample[1] for sample in samples]
-            assert max(vm[1:]) - min(vm[1:]) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+                assert many[200] >= 4_750, many  # a fresh caller each (an address ending .0 is .1 again)
+                samples.append(envoy.memory())
+            # The table of 2,000 places fills in the first round; after it, nothing more is kept:
+            # the spread is under 64 KiB; a place per caller grew it by 1.8 MiB (the module) and
+            # 2.7 MiB (Wasm) over the last four rounds.
+            allocated = [sample[0] for sample in samples[1:]]
+            assert max(allocated) - min(allocated) < 2**20, f"Envoy's memory kept growing: {samples}"
+            vm = [sample[1] for sample in samples[1:]]
+            assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
         finally:
             envoy.stop()
 
