@@ -221,27 +221,19 @@ class CelWasmBuild(WasmBuild):
     binary = _REPO / "target/cel/wasm32-wasip1/release/switchblade_filter.wasm"
 
 
-class CelModuleBuild(ModuleBuild):
-    """The dynamic module built with the `cel` feature, into target/cel (a directory of its own:
-    Envoy finds a module by its file name)."""
-
-    name = "module-cel"
-    binary = _REPO / "target/cel/module/libswitchblade_module.so"
-
-
 _CEL_TARGET = _REPO / "target/cel"
 
 
-def wait_for_cel_builds(timeout: float = 1200) -> None:
-    """Waits for the cel builds `scripts/test` runs in the background while the suite runs
+def wait_for_cel_build(timeout: float = 1200) -> None:
+    """Waits for the cel build `scripts/test` runs in the background while the suite runs
     (target/cel/build.pid names the job; build.status holds its exit status once it ends), and
-    fails with their log if they failed. Returns at once when no such job is running."""
+    fails with its log if it failed. Returns at once when no such job is running."""
     status, pid, log = (_CEL_TARGET / name for name in ("build.status", "build.pid", "build.log"))
     deadline = time.monotonic() + timeout
     while not status.exists() and pid.exists() and _running(pid) and time.monotonic() < deadline:
         time.sleep(1)
     if status.exists() and status.read_text().strip() != "0":
-        raise AssertionError(f"the cel builds failed:\n{log.read_text() if log.exists() else ''}")
+        raise AssertionError(f"the cel build failed:\n{log.read_text() if log.exists() else ''}")
 
 
 def _running(pid_file: Path) -> bool:
@@ -252,7 +244,7 @@ def _running(pid_file: Path) -> bool:
     return True
 
 
-CEL_BUILDS: dict[str, FilterBuild] = {build.name: build for build in (CelWasmBuild(), CelModuleBuild())}
+CEL_WASM = CelWasmBuild()
 BUILDS: dict[str, FilterBuild] = {build.name: build for build in (WASM, MODULE)}
 _current: list[FilterBuild] = [WASM]
 
