@@ -2,8 +2,8 @@
 //! configuration, builds the tool catalog and its JSON Schemas, answers MCP JSON-RPC in both
 //! protocol eras, checks and transcodes tool arguments, and turns upstream gRPC replies into
 //! tool results. A host (the proxy-wasm filter in `filter/wasm`, the dynamic module in
-//! `filter/module`) moves bytes between Envoy and [`server::Server`], and makes the calls the
-//! server asks for. Where to edit what: docs/architecture.md.
+//! `filter/module`) moves bytes between Envoy and an [`exchange::Exchange`], and does what it
+//! asks; it sees the core through [`host_api`] alone. Where to edit what: docs/architecture.md.
 
 pub mod access;
 pub mod cancel;
@@ -14,6 +14,7 @@ pub mod descriptors;
 pub mod docs;
 pub mod exchange;
 pub mod grpc;
+pub mod host_api;
 pub mod http;
 pub mod observe;
 pub mod proto_json;

@@ -7,13 +7,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
-use switchblade_core::config::{ConfigError, TokenPayloadSource};
-use switchblade_core::configure::{configure_with_process_key, Configured};
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::observe::{predefined_samples, Metric, Sample};
-use switchblade_core::quota::counters::{Counters, MemoryCounters};
-use switchblade_core::reflection::Refreshed;
-use switchblade_core::server::Server;
+use switchblade_core::host_api::{
+    configure_with_process_key, predefined_samples, CallPart, ConfigError, Configured, Counters, MemoryCounters,
+    Metric, Refreshed, Sample, Server, TokenPayloadSource,
+};
 
 use crate::abi::{ConfigHost, Ticker, Wakeups};
 use crate::discovery::LiveCatalog;

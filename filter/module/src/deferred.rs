@@ -1,8 +1,7 @@
 //! What Envoy told about a call while the state it belongs to was in use (Envoy may answer a
 //! call from inside `start_call`), kept to deliver once the start has returned.
 
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::HeaderCopy;
+use switchblade_core::host_api::{CallPart, HeaderCopy};
 
 pub enum Deferred {
     /// Boxed: a header copy keeps the ends of its first headers in place, and this is rare.

@@ -5,8 +5,7 @@
 
 use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
+use switchblade_core::host_api::{CallPart, ReflectionCall, Refreshed, Refresher};
 
 use crate::abi::ConfigHost;
 use crate::clock::now;

@@ -1,5 +1,5 @@
 //! One MCP request through the module: an adapter from Envoy's stream hooks (over a
-//! [`StreamHost`]) to the core's [`Exchange`](switchblade_core::exchange::Exchange), and from
+//! [`StreamHost`]) to the core's [`Exchange`](switchblade_core::host_api::Exchange), and from
 //! what it asks to the stream. The module has what proxy-wasm lacks: a router for calls (a lone
 //! `tools/call` becomes the request itself, rewritten into the gRPC call and forwarded by
 //! Envoy's router, the route picking the cluster from a header, `routing.cluster_header`; its
@@ -13,10 +13,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::exchange::{self, CallId, Step};
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{HeaderCopy, HttpResponse};
-use switchblade_core::server::Server;
+use switchblade_core::host_api::{self, CallId, CallPart, HeaderCopy, HttpResponse, Server, Step};
 
 use crate::config::{Config, ServerRef};
 use crate::deferred::Deferred;
@@ -61,7 +58,7 @@ pub struct Exchange {
     config: &'static Config,
     /// The configuration's server when the request came.
     server: ServerRef,
-    core: RefCell<exchange::Exchange>,
+    core: RefCell<host_api::Exchange>,
     /// The calls out: the core's id, and Envoy's.
     calls: RefCell<Vec<(CallId, u64)>>,
     /// What Envoy told about a call (by Envoy's id) while the core was in use.
@@ -135,7 +132,7 @@ impl Exchange {
     fn run<H: StreamHost, R>(
         &self,
         stream: &H,
-        event: impl FnOnce(&mut exchange::Exchange, &Server, &mut Adapter<'_, H>) -> R,
+        event: impl FnOnce(&mut host_api::Exchange, &Server, &mut Adapter<'_, H>) -> R,
     ) -> Option<R> {
         let result = {
             let mut core = self.core.try_borrow_mut().ok()?;

@@ -5,10 +5,7 @@
 use std::any::Any;
 use std::time::Instant;
 
-use switchblade_core::config::TokenPayloadSource;
-use switchblade_core::http::HeaderCopy;
-use switchblade_core::observe::MetricKind;
-use switchblade_core::server::RequestFacts;
+use switchblade_core::host_api::{HeaderCopy, MetricKind, RequestFacts, TokenPayloadSource};
 
 /// Which header map a call acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -29,7 +29,7 @@ mod process_key;
 /// configuration around it.
 const _: fn() = || {
     fn shared<T: Send + Sync>() {}
-    shared::<switchblade_core::server::Server>();
+    shared::<switchblade_core::host_api::Server>();
     shared::<config::Config>();
-    shared::<switchblade_core::quota::counters::MemoryCounters>();
+    shared::<switchblade_core::host_api::MemoryCounters>();
 };

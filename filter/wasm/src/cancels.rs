@@ -7,7 +7,7 @@
 
 use log::warn;
 use proxy_wasm::hostcalls;
-use switchblade_core::cancel::CancelKey;
+use switchblade_core::host_api::CancelKey;
 
 use crate::host_io::{now, SharedData};
 

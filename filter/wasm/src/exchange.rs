@@ -1,5 +1,5 @@
 //! One HTTP request through the filter: an adapter from proxy-wasm's callbacks to the core's
-//! [`Exchange`](switchblade_core::exchange::Exchange), and from what it asks to host calls. A
+//! [`Exchange`](switchblade_core::host_api::Exchange), and from what it asks to host calls. A
 //! unary call is one HTTP callout, answered whole. A streaming call is a gRPC stream of Envoy's
 //! (its messages come one by one, so a bound can stop it at once); its deadline is kept by the
 //! root context's tick ([`crate::tick`]), which ends the call on this request's behalf, and so
@@ -16,16 +16,10 @@ use log::{error, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
-use switchblade_core::cancel::CancelKey;
-use switchblade_core::config::TokenPayloadSource;
-use switchblade_core::exchange::{self, Answer, CallId, ExchangeHost, RequestHead, Step};
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{HeaderCopy, HeaderPair};
-use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::Counters;
-use switchblade_core::server::{RequestFacts, Server};
-use switchblade_core::streams::CallKind;
-use switchblade_core::upstream::UpstreamCall;
+use switchblade_core::host_api::{
+    self, Answer, CallId, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
+    RequestFacts, RequestHead, Server, Step, TokenPayloadSource, UpstreamCall,
+};
 
 use crate::cancels;
 use crate::host_io::{
@@ -43,7 +37,7 @@ pub(crate) struct Exchange {
 /// The request, which the root context also reaches (a stream's deadline, a poll due).
 pub(crate) struct Inner {
     server: Rc<Server>,
-    exchange: exchange::Exchange,
+    exchange: host_api::Exchange,
     host: Host,
 }
 
@@ -91,7 +85,7 @@ impl Exchange {
         let inner = Rc::new_cyclic(|owner| {
             RefCell::new(Inner {
                 server,
-                exchange: exchange::Exchange::default(),
+                exchange: host_api::Exchange::default(),
                 host: Host {
                     context_id,
                     owner: owner.clone(),
@@ -258,7 +252,7 @@ impl Inner {
 
     /// Hands an event to the core's exchange, with the host acting from the root context
     /// (`from_root`) or from the request's own.
-    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut exchange::Exchange, &Server, &mut Host)) {
+    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut host_api::Exchange, &Server, &mut Host)) {
         let Inner { server, exchange, host } = self;
         host.from_root = from_root;
         event(exchange, server, host);

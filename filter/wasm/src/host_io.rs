@@ -6,12 +6,10 @@ use std::time::{Duration, UNIX_EPOCH};
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
-use switchblade_core::config::TokenPayloadSource;
-use switchblade_core::grpc::call_end::WholeCallResponse;
-use switchblade_core::http::{HeaderCopy, HeaderPair};
-use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::{Conflict, Expect, SharedCounters};
-use switchblade_core::server::RequestFacts;
+use switchblade_core::host_api::{
+    Conflict, Expect, HeaderCopy, HeaderPair, Observations, RequestFacts, SharedCounters, TokenPayloadSource,
+    WholeCallResponse,
+};
 
 /// The host's clock, for the time a call is out.
 pub(crate) fn now() -> Duration {

@@ -1,5 +1,5 @@
 //! Switchblade as a proxy-wasm filter: an adapter that hands each request's callbacks to the
-//! core's [`Exchange`](switchblade_core::exchange::Exchange) and does what it asks (the
+//! core's [`Exchange`](switchblade_core::host_api::Exchange) and does what it asks (the
 //! upstream calls, the answer) with host calls. Every decision is the core's.
 //!
 //! Host calls go through `hostcalls` directly, which return errors instead of panicking as the
@@ -30,10 +30,9 @@ use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
-use switchblade_core::configure::{configure_with_process_key, Configured};
-use switchblade_core::reflection::{ReflectionCall, Refreshed, Refresher};
-use switchblade_core::server::Server;
-use switchblade_core::streams::CallKind;
+use switchblade_core::host_api::{
+    configure_with_process_key, CallKind, Configured, ReflectionCall, Refreshed, Refresher, Server,
+};
 
 use crate::exchange::{Exchange, Inner};
 use crate::host_io::{call_out, call_response, now, SharedData};

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
-use switchblade_core::observe::{MetricKind, Observations, Sample, STAT_PREFIX};
+use switchblade_core::host_api::{MetricKind, Observations, Sample, STAT_PREFIX};
 
 /// One VM's stats. Envoy gives a new id each time a name is defined, so ids are kept by name.
 #[derive(Default)]

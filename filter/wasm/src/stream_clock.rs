@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::rc::Weak;
 use std::time::Duration;
 
-use switchblade_core::cancel::CancelKey;
+use switchblade_core::host_api::CancelKey;
 
 /// How often the root context looks, while any stream is open: the precision of a stream's
 /// collection window, and how soon a cancellation takes effect.

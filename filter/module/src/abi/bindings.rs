@@ -5,7 +5,7 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use switchblade_core::http::HeaderCopy;
+use switchblade_core::host_api::HeaderCopy;
 
 use crate::host::{Body, HeaderMap};
 

@@ -1,7 +1,7 @@
 //! A configuration's own handles on Envoy: its stats while it is made, its calls and counters
 //! in its main-thread hooks; and Envoy's logger, for the `log` macros.
 
-use switchblade_core::observe::MetricKind;
+use switchblade_core::host_api::MetricKind;
 
 use super::bindings::*;
 use crate::host::StatsHost;

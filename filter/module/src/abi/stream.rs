@@ -3,8 +3,7 @@
 use std::ptr;
 use std::time::Instant;
 
-use switchblade_core::http::HeaderCopy;
-use switchblade_core::observe::MetricKind;
+use switchblade_core::host_api::{HeaderCopy, MetricKind};
 
 use super::bindings::*;
 use super::clocks::{CancelListener, DeadlineAlarm, StreamScheduler, Wakeups};

@@ -5,14 +5,10 @@
 use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
-use switchblade_core::cancel::CancelKey;
-use switchblade_core::config::TokenPayloadSource;
-use switchblade_core::exchange::{Answer, CallId, ExchangeHost, RequestHead};
-use switchblade_core::http::{HeaderCopy, HeaderPair};
-use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::Counters;
-use switchblade_core::server::RequestFacts;
-use switchblade_core::upstream::UpstreamCall;
+use switchblade_core::host_api::{
+    Answer, CallId, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations, RequestFacts, RequestHead,
+    TokenPayloadSource, UpstreamCall,
+};
 
 use super::{Exchange, CANCELLED, POLL_DUE};
 use crate::clock::now;

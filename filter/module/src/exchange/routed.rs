@@ -4,9 +4,7 @@
 
 use std::time::Instant;
 
-use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::HeaderList;
-use switchblade_core::upstream::{UpstreamCall, ROUTED_CALL_FILTER_STATE};
+use switchblade_core::host_api::{CallPart, HeaderList, UpstreamCall, ROUTED_CALL_FILTER_STATE};
 
 use super::{rewrite, Exchange, HookStatus, DEADLINE_PASSED};
 use crate::host::{Body, HeaderMap, StreamHost};

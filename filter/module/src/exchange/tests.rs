@@ -6,12 +6,10 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use serde_json::Value;
-use switchblade_core::http::HeaderCopy;
-use switchblade_core::observe::MetricKind;
+use switchblade_core::host_api::{HeaderCopy, MetricKind, ROUTED_CALL_FILTER_STATE};
 
 use super::*;
 use crate::host::{Alarm, Body, HeaderMap, StatsHost, StreamHost};
-use switchblade_core::upstream::ROUTED_CALL_FILTER_STATE;
 
 const USERS: &str = r#""demo.users.v1.UserService": {"cluster": "users", "timeout_ms": 5000}"#;
 const GET_USER: &str = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}"#;

@@ -4,7 +4,7 @@
 use std::ffi::c_char;
 use std::ptr;
 
-use switchblade_core::grpc::call_end::CallPart;
+use switchblade_core::host_api::CallPart;
 
 use super::{config_of, guarded_config};
 use crate::abi::bindings::{

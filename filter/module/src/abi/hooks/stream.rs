@@ -3,7 +3,7 @@
 
 use std::ptr;
 
-use switchblade_core::grpc::call_end::CallPart;
+use switchblade_core::host_api::CallPart;
 
 use super::{exchange, guarded, guarded_config};
 use crate::abi::bindings::{
