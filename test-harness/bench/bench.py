@@ -471,7 +471,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
     options = parser.parse_args()
     if options.smoke:
-        options.seconds, options.warmup, options.connections, options.runs = 1, 0, "1,4", 1
+        # One concurrency: every system and table once, which is what a smoke run checks.
+        options.seconds, options.warmup, options.connections, options.runs = 1, 0, "1", 1
     options.connections = [int(part) for part in options.connections.split(",")]
     options.memory_workers = [1] if options.smoke else [1, 2, 4]
     options.scale_methods = [1000] if options.smoke else [int(part) for part in options.scale_methods.split(",")]
@@ -488,7 +489,7 @@ def arguments() -> argparse.Namespace:
             options.systems_run += [other for other in baseline if other.key == system.key.upper()]
     for system in baseline:
         SYSTEMS_BY_KEY[system.key] = system
-    options.scale_connections = [options.connections[0], options.connections[-1]] if options.smoke else [1, 16]
+    options.scale_connections = [1] if options.smoke else [1, 16]
     pin = not options.no_pin and (os.cpu_count() or 1) >= 2
     last = (os.cpu_count() or 1) - 1
     options.envoy_cpus = str(last) if pin else None
