@@ -433,6 +433,17 @@ class Envoy:
         allocated = int(httpx2.get(f"{self.admin_url}/memory", timeout=2).json()["allocated"])
         return allocated, self.stats().get("wasmcustom.switchblade.vm_memory_bytes", 0)
 
+    @staticmethod
+    def assert_memory_flat(samples: list[tuple], warm_rounds: int, allocated_spread: int) -> None:
+        """After the first `warm_rounds` rounds, each of `samples` (a round's `memory()` first,
+        anything else after it, shown on failure) keeps what Envoy's allocator holds within
+        `allocated_spread` bytes and the Wasm VM's memory within 8 MiB (it grows by whole pages
+        and never shrinks)."""
+        allocated = [sample[0] for sample in samples[warm_rounds:]]
+        assert max(allocated) - min(allocated) < allocated_spread, f"Envoy's memory kept growing: {samples}"
+        vm = [sample[1] for sample in samples[warm_rounds:]]
+        assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+
     def stats(self) -> dict[str, int]:
         text = httpx2.get(f"{self.admin_url}/stats", timeout=2).text
         stats = {}

@@ -255,10 +255,7 @@ def test_the_attacks_of_the_review_cost_nothing_and_memory_stays_flat(upstream: 
         # shrinks) up to what one bounded reply takes; after them nothing more is kept. What the
         # allocator holds is the measure, not RSS: RSS follows the pages the allocator gives
         # back and takes again (in CI it fell by 26 MiB and rose by 40 holding the same bytes).
-        allocated = [sample[0] for sample in samples[2:]]
-        assert max(allocated) - min(allocated) < 2**20, f"Envoy's memory kept growing: {samples}"
-        vm = [sample[1] for sample in samples[2:]]
-        assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+        Envoy.assert_memory_flat(samples, warm_rounds=2, allocated_spread=2**20)
         rss = [sample[2] for sample in samples]
         assert max(rss) < 512, f"Envoy's RSS: {samples}"
         assert mcp.request("ping")["result"] == {}

@@ -134,10 +134,7 @@ def test_a_long_progress_token_is_refused_and_progress_cannot_amplify(streaming:
                 assert len(events) == 101, len(events)  # 100 notifications, then the result
                 assert len(answer.content) < 4 * 1024 * 1024
             samples.append(streaming.memory())
-        allocated = [sample[0] for sample in samples[2:]]
-        vm = [sample[1] for sample in samples[2:]]
-        assert max(allocated) - min(allocated) < 16 * 2**20, f"Envoy's memory kept growing: {samples}"
-        assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+        Envoy.assert_memory_flat(samples, warm_rounds=2, allocated_spread=16 * 2**20)
     finally:
         upstream.reset()
 
@@ -271,10 +268,7 @@ def test_callers_cannot_choose_who_they_are_and_any_number_of_them_is_held_in_bo
             # The table of 2,000 places fills in the first round; after it, nothing more is kept:
             # the spread is under 64 KiB; a place per caller grew it by 1.8 MiB (the module) and
             # 2.7 MiB (Wasm) over the last four rounds.
-            allocated = [sample[0] for sample in samples[1:]]
-            assert max(allocated) - min(allocated) < 2**20, f"Envoy's memory kept growing: {samples}"
-            vm = [sample[1] for sample in samples[1:]]
-            assert max(vm) - min(vm) <= 8 * 2**20, f"the Wasm VM's memory kept growing: {samples}"
+            Envoy.assert_memory_flat(samples, warm_rounds=1, allocated_spread=2**20)
         finally:
             envoy.stop()
 
