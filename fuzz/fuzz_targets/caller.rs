@@ -1,11 +1,10 @@
 //! Any bytes where the verified token payload should be, read as dynamic metadata (protobuf)
-//! and as filter state (JSON text), then a tools/list and a tools/call as that caller.
+//! and as filter state (JSON text), then a tools/list and a tools/call as that caller, through the exchange.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_core::http::McpHeaders;
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Server};
+use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost};
+use switchblade_core::server::Server;
 
 thread_local! {
     static SERVERS: [Server; 2] = {
@@ -26,17 +25,12 @@ const BODIES: [&str; 2] = [
 ];
 
 fuzz_target!(|data: &[u8]| {
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        protocol_version: Some("2025-11-25".into()),
-        ..McpHeaders::default()
-    };
     SERVERS.with(|servers| {
         for server in servers {
-            let caller = server.caller(Some(data));
             for body in BODIES {
-                let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &caller, client_address: None, counters: None };
-                let _ = server.handle(request, &mut Observations::default());
+                let mut host = FakeHost { token_payload: Some(data.to_vec()), ..FakeHost::default() };
+                let (mut exchange, _) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
+                exchange.request_gone(server, &mut host);
             }
         }
     });

@@ -10,15 +10,11 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_core::cancel::CancelKey;
-use switchblade_core::config::TokenPayloadSource;
-use switchblade_core::exchange::{Answer, CallId, Exchange, ExchangeHost, RequestHead, Step};
+use switchblade_core::exchange::fake_host::{FakeHead, FakeHost};
+use switchblade_core::exchange::{Exchange, Step};
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{HeaderCopy, HeaderPair};
-use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::Counters;
-use switchblade_core::server::{RequestFacts, Server};
-use switchblade_core::upstream::UpstreamCall;
+use switchblade_core::http::HeaderCopy;
+use switchblade_core::server::Server;
 
 /// The calls each server may have in flight.
 const IN_FLIGHT: [usize; 3] = [1, 2, 8];
@@ -53,121 +49,6 @@ const MESSAGES: [&str; 6] = [
 /// A GetUser answer (user 7) and a WatchItems event, framed.
 const FRAME: &[u8] = &[0, 0, 0, 0, 2, 0x08, 7];
 
-#[derive(Default)]
-struct Host {
-    now: Duration,
-    in_parts: bool,
-    routes: bool,
-    refuse_every: u8,
-    starts: u8,
-    in_flight: usize,
-    /// The calls out, in the order they started.
-    out: Vec<CallId>,
-    ids: Vec<CallId>,
-    routed: bool,
-    /// An answer has begun (in parts), or ended.
-    begun: bool,
-    ended: bool,
-}
-
-impl RequestFacts for Host {
-    fn token_payload(&self, _: &TokenPayloadSource) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn client_address(&self) -> Option<String> {
-        None
-    }
-}
-
-impl ExchangeHost for Host {
-    fn now(&self) -> Duration {
-        self.now
-    }
-
-    fn counters(&self) -> Option<&Counters> {
-        None
-    }
-
-    fn sends_in_parts(&self) -> bool {
-        self.in_parts
-    }
-
-    fn routes_calls(&self) -> bool {
-        self.routes
-    }
-
-    fn route_call(&mut self, _: &UpstreamCall, _: &str) {
-        assert!(!self.routed, "routed twice");
-        self.routed = true;
-    }
-
-    fn start_call(&mut self, id: CallId, _: &UpstreamCall) -> Result<(), String> {
-        self.starts = self.starts.wrapping_add(1);
-        if self.refuse_every > 0 && self.starts % self.refuse_every == 0 {
-            return Err("refused".into());
-        }
-        assert!(!self.ids.contains(&id), "call id {id} given twice");
-        self.ids.push(id);
-        self.out.push(id);
-        assert!(self.out.len() <= self.in_flight, "{} calls out, the bound is {}", self.out.len(), self.in_flight);
-        Ok(())
-    }
-
-    fn reset_call(&mut self, id: CallId) {
-        self.out.retain(|known| *known != id);
-    }
-
-    fn publish(&mut self, observed: &Observations) {
-        let _ = (observed.samples(), observed.log_fields());
-    }
-
-    fn send(&mut self, answer: Answer<'_>) {
-        assert!(!self.ended, "sent after the answer ended");
-        match answer {
-            Answer::Whole(_) => {
-                assert!(!self.begun, "a whole answer after one in parts began");
-                self.ended = true;
-            }
-            Answer::Begin { .. } => {
-                assert!(self.in_parts && !self.begun, "an answer begun twice, or by a host that cannot");
-                self.begun = true;
-            }
-            Answer::Part { last, .. } => {
-                assert!(self.begun, "a part before the answer began");
-                self.ended = last;
-            }
-        }
-    }
-
-    fn wake_at(&mut self, _: Duration) -> bool {
-        true
-    }
-
-    fn listen_for_cancel(&mut self, _: CancelKey) {}
-
-    fn file_cancel(&mut self, _: &CancelKey) {}
-}
-
-struct Head(String);
-
-impl RequestHead for Head {
-    fn header(&self, name: &str) -> Option<Vec<u8>> {
-        self.read_all(|pairs| pairs.iter().find(|(known, _)| *known == name).map(|(_, value)| value.to_vec()))
-    }
-
-    fn read_all<R>(&self, read: impl FnOnce(&[HeaderPair<'_>]) -> R) -> R {
-        read(&[
-            (":method", b"POST"),
-            (":path", b"/mcp"),
-            ("content-type", b"application/json"),
-            ("accept", b"application/json, text/event-stream"),
-            ("mcp-protocol-version", self.0.as_bytes()),
-            ("mcp-session-id", b"s"),
-        ])
-    }
-}
-
 fuzz_target!(|data: &[u8]| {
     let [setup, count, schedule @ ..] = data else { return };
     let mut bytes = schedule.iter().copied().cycle();
@@ -180,17 +61,17 @@ fuzz_target!(|data: &[u8]| {
         _ => ("2025-03-26", format!("[{}]", messages.join(","))),
     };
     let server_index = usize::from(*setup) % (IN_FLIGHT.len() * 2);
-    let mut host = Host {
+    let mut host = FakeHost {
         in_parts: setup & 0x10 != 0,
         routes: setup & 0x20 != 0,
-        refuse_every: (setup >> 6) * 2,
-        in_flight: IN_FLIGHT[server_index / 2],
-        ..Host::default()
+        refuses_every: (setup >> 6) * 2,
+        max_out: Some(IN_FLIGHT[server_index / 2]),
+        ..FakeHost::default()
     };
     SERVERS.with(|servers| {
         let server = &servers[server_index];
         let mut exchange = Exchange::default();
-        let head = Head(version.into());
+        let head = FakeHead::post("/mcp").with("mcp-protocol-version", version).with("mcp-session-id", "s");
         assert_eq!(exchange.request_headers(server, &mut host, &head, false), Step::ReadBody);
         // The body in chunks of any size.
         let mut size = 0;
@@ -205,12 +86,12 @@ fuzz_target!(|data: &[u8]| {
                 break;
             }
             let event = next();
-            host.now += Duration::from_millis(u64::from(event));
+            host.clock += Duration::from_millis(u64::from(event));
             let id = match host.out.len() {
                 0 => 0,
                 len => host.out[usize::from(next()) % len],
             };
-            let ends = |host: &mut Host| host.out.retain(|known| *known != id);
+            let ends = |host: &mut FakeHost| host.call_gone(id);
             match event % 12 {
                 0 => {
                     ends(&mut host);
@@ -251,7 +132,7 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         match exchange.step() {
-            Step::Answered => assert!(host.ended || host.routed, "answered, and nothing sent"),
+            Step::Answered => assert!(host.has_answered() || !host.routed.is_empty(), "answered, and nothing sent"),
             Step::Waiting => assert!(!host.out.is_empty(), "waits with no call out"),
             _ => {}
         }

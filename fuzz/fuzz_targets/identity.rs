@@ -12,12 +12,12 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::json;
-use switchblade_core::access::Caller;
 use switchblade_core::cancel::CancelKey;
+use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost};
+use switchblade_core::exchange::Step;
 use switchblade_core::http::McpHeaders;
-use switchblade_core::observe::Observations;
-use switchblade_core::quota::counters::{Counters, MemoryCounters};
-use switchblade_core::server::{McpRequest, Outcome, Server};
+use switchblade_core::quota::counters::MemoryCounters;
+use switchblade_core::server::Server;
 
 const PLACES: usize = 16;
 
@@ -31,6 +31,7 @@ thread_local! {
 }
 
 const TOOL: &str = "UserService_GetUser";
+const GET_USER: &str = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"UserService_GetUser","arguments":{"user_id":1}}}"#;
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -44,17 +45,22 @@ fuzz_target!(|data: &[u8]| {
     });
 });
 
-/// Callers made of the address and variations of it, through a table of 16 places.
+/// Callers made of the address and variations of it (20, more than the table's 16 places), two
+/// calls each, as clients at that address would make them.
 fn callers_are_bounded(server: &Server, address: &str) {
-    let quota = server.quota().expect("the configuration has limits");
     let store = Arc::new(MemoryCounters::default());
-    let counters: Counters = store.clone();
-    for round in 0..40u64 {
+    let mut host = FakeHost { counters: Some(store.clone()), ..FakeHost::default() };
+    for round in 0..24u64 {
         let address = format!("{address}{}", round % 20);
-        let key = quota.caller_key(&Caller::Anyone, Some(&address));
-        assert_eq!(key, quota.caller_key(&Caller::Anyone, Some(&address)), "a caller's key is stable");
-        let served = (0..3)
-            .filter(|_| quota.take_every_tool(&counters, &key, 1, Duration::from_millis(round)).is_ok())
+        host.client_address = Some(address.clone());
+        host.clock = Duration::from_millis(round);
+        let served = (0..2)
+            .filter(|_| {
+                host.next_exchange();
+                let (mut exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), GET_USER.as_bytes());
+                exchange.request_gone(server, &mut host);
+                step == Step::Waiting
+            })
             .count();
         assert!(served <= 1, "{address:?} was served {served} calls at once past a burst of 1");
     }
@@ -77,19 +83,16 @@ fn cancel_keys_need_a_secret(session_id: Option<String>, authorization: Option<S
 }
 
 fn names_have_one_spelling(server: &Server, name: String) {
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        protocol_version: Some("2026-07-28".into()),
-        mcp_method: Some("tools/call".into()),
-        mcp_name: Some(name.clone()),
-        ..McpHeaders::default()
-    };
+    let head = FakeHead::post("/mcp")
+        .without("mcp-session-id")
+        .with("mcp-protocol-version", "2026-07-28")
+        .with("mcp-method", "tools/call")
+        .with("mcp-name", &name);
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": TOOL, "arguments": {"user_id": 1},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let body = body.to_string();
-    let request = McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone, client_address: Some("10.0.0.1:1"), counters: None };
-    if let Outcome::Await(_) = server.handle(request, &mut Observations::default()) {
+    let mut host = FakeHost { client_address: Some("10.0.0.1:1".into()), ..FakeHost::default() };
+    if post(server, &mut host, &head, body.to_string().as_bytes()).1 == Step::Waiting {
         assert_eq!(name, TOOL, "a call went out under the header {name:?}");
     }
 }

@@ -2,10 +2,9 @@
 //! buf.validate rules service's every rule family): one per fuzzing thread, since the filter is
 //! single-threaded (it shares state with Rc).
 
-use switchblade_core::access::Caller;
-use switchblade_core::http::McpHeaders;
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Server};
+use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost};
+use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::server::Server;
 
 thread_local! {
     static SERVER: Server = {
@@ -14,13 +13,21 @@ thread_local! {
     };
 }
 
-/// Calls `tool` with `arguments` (JSON text) and hands the server and the outcome to `then`.
-pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, Outcome) -> T) -> T {
+/// What a call of a tool came to: the exchange, where it stands, and its host.
+pub struct Called<'a> {
+    pub server: &'a Server,
+    pub exchange: Exchange,
+    pub step: Step,
+    pub host: FakeHost,
+}
+
+/// Calls `tool` with `arguments` (JSON text) through the exchange, and hands what came of it
+/// to `then`.
+pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(Called<'_>) -> T) -> T {
     let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#);
-    let headers = McpHeaders { content_type: Some("application/json".into()), ..McpHeaders::default() };
     SERVER.with(|server| {
-        let mut observed = Observations::default();
-        let outcome = server.handle(McpRequest { headers: &headers, body: body.as_bytes(), caller: &Caller::Anyone, client_address: None, counters: None }, &mut observed);
-        then(server, outcome)
+        let mut host = FakeHost::default();
+        let (exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
+        then(Called { server, exchange, step, host })
     })
 }

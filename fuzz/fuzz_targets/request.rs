@@ -1,15 +1,13 @@
 //! Any POST body, with any of the headers the endpoint reads, through the whole request path:
-//! parsing, era choice, header checks, dispatch, and the replies of the calls it asks for.
+//! parsing, era choice, header checks, dispatch, and the replies of the calls it asks for, by
+//! the exchange over the fake host.
 #![no_main]
 
-use std::time::Duration;
-
 use libfuzzer_sys::fuzz_target;
-use switchblade_core::access::Caller;
-use switchblade_core::http::McpHeaders;
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Server};
-use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
+use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost};
+use switchblade_core::exchange::Step;
+use switchblade_core::http::HeaderCopy;
+use switchblade_core::server::Server;
 
 thread_local! {
     // The filter is single-threaded (it shares with Rc), and so is each fuzzing thread.
@@ -33,28 +31,35 @@ fuzz_target!(|data: &[u8]| {
         let index = usize::from((choice >> shift) & 0b11);
         items.get(index).map(|item| (*item).to_owned())
     };
-    let headers = McpHeaders {
-        content_type: Some("application/json".into()),
-        protocol_version: if choice & 1 == 0 { None } else { pick(&VERSIONS, 1) },
-        mcp_method: pick(&METHODS, 3),
-        mcp_name: pick(&NAMES, 5),
-        origin: (choice & 0x80 != 0).then(|| "https://ok.example".into()),
-        ..McpHeaders::default()
-    };
-    SERVER.with(|server| answer_everything(server, &headers, body));
+    let mut head = FakeHead::post("/mcp").without("mcp-protocol-version");
+    let headers = [
+        ("mcp-protocol-version", if choice & 1 == 0 { None } else { pick(&VERSIONS, 1) }),
+        ("mcp-method", pick(&METHODS, 3)),
+        ("mcp-name", pick(&NAMES, 5)),
+        ("origin", (choice & 0x80 != 0).then(|| "https://ok.example".into())),
+    ];
+    for (name, value) in headers {
+        if let Some(value) = value {
+            head = head.with(name, value);
+        }
+    }
+    SERVER.with(|server| answer_everything(server, &head, body));
 });
 
-fn answer_everything(server: &Server, headers: &McpHeaders, body: &[u8]) {
-    let mut observed = Observations::default();
-    if let Outcome::Await(mut reply) = server.handle(McpRequest { headers, body, caller: &Caller::Anyone, client_address: None, counters: None }, &mut observed) {
-        let calls = reply.take_calls_to_start();
-        // Answer each call with bytes from the body itself: valid or not, it must not panic.
-        for (index, call) in calls.iter().enumerate() {
-            let grpc = GrpcReply { status: (index % 3) as u32 * 7, message: Some(b"x%20y"), body, details: Some(body) };
-            server.file(&mut reply, call, CallEnd::Replied(grpc), Duration::ZERO, &mut observed);
-        }
-        let _ = reply.into_response();
+/// Posts the request, then answers each call it makes with bytes from the body itself: valid
+/// or not, nothing may panic, and the exchange must answer once its calls have ended.
+fn answer_everything(server: &Server, head: &FakeHead, body: &[u8]) {
+    let mut host = FakeHost::default();
+    let (mut exchange, _) = post(server, &mut host, head, body);
+    let mut answered = 0u32;
+    while exchange.step() == Step::Waiting {
+        let id = host.out[0];
+        host.call_gone(id);
+        let status = (answered % 3 * 7).to_string();
+        answered += 1;
+        let trailers = [("grpc-status", status.as_bytes()), ("grpc-message", b"x%20y"), ("grpc-status-details-bin", body)];
+        let answer = || (HeaderCopy::from_iter([(":status", "200")]), body.to_vec(), HeaderCopy::from_iter(trailers));
+        exchange.call_answered(server, &mut host, id, body.len(), answer);
     }
-    // What the host publishes must not panic either, whatever the request was.
-    let _ = (observed.samples(), observed.log_fields());
+    assert!(matches!(exchange.step(), Step::Answered | Step::Continue), "{:?}", exchange.step());
 }

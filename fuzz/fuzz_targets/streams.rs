@@ -1,19 +1,19 @@
 //! A stream of answers cut at arbitrary chunk boundaries: the decoder gathers the same messages
 //! and ends the same way however the bytes are split (checked against a reading of the whole
-//! body, frame by frame), keeps to its bounds, and the server files any such stream as a tool
-//! result without panicking.
+//! body, frame by frame), keeps to its bounds, and the exchange answers any such stream as a
+//! tool result without panicking.
 #![no_main]
 
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use switchblade_core::access::Caller;
+use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost, Sent};
+use switchblade_core::exchange::{Exchange, Step};
 use switchblade_core::grpc::call_end::CallPart;
-use switchblade_core::http::{HeaderCopy, McpHeaders};
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Server};
 use switchblade_core::grpc::stream::{EndReason, StreamCollector};
+use switchblade_core::http::HeaderCopy;
+use switchblade_core::server::Server;
 
 thread_local! {
     static SERVER: Server = Server::from_config_bytes(
@@ -92,32 +92,29 @@ fuzz_target!(|data: &[u8]| {
     }
 
     SERVER.with(|server| {
-        let headers = McpHeaders {
-            content_type: Some("application/json".into()),
-            ..McpHeaders::default()
-        };
-        let request = McpRequest {
-            headers: &headers,
-            body: WATCH,
-            caller: &Caller::Anyone,
-            client_address: None,
-            counters: None,
-        };
-        let mut observed = Observations::default();
-        let Outcome::Await(mut reply) = server.handle(request, &mut observed) else {
-            panic!("the watch makes a call");
-        };
-        server.start_calls(&mut reply, |_| Ok(1), Duration::ZERO, &mut observed);
-        server.heard(&mut reply, 1, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
+        let mut host = FakeHost::default();
+        let (mut exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), WATCH);
+        assert_eq!(step, Step::Waiting, "the watch makes a call");
+        let id = host.out[0];
+        let heard = |exchange: &mut Exchange, host: &mut FakeHost, part| exchange.call_heard(server, host, id, part);
+        heard(&mut exchange, &mut host, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
         for chunk in &chunks {
-            if server.heard(&mut reply, 1, CallPart::Data(chunk)).stop {
+            heard(&mut exchange, &mut host, CallPart::Data(chunk));
+            if host.out.is_empty() {
+                // A bound reached: the exchange reset the call.
                 break;
             }
         }
-        server.heard(&mut reply, 1, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
-        server.call_ended(&mut reply, 1, false, Duration::from_millis(1), &mut observed);
-        assert!(reply.is_complete());
-        let answer: Value = serde_json::from_slice(&reply.into_response().body).expect("the answer is JSON");
+        if !host.out.is_empty() {
+            heard(&mut exchange, &mut host, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
+            host.clock = Duration::from_millis(1);
+            host.call_gone(id);
+            exchange.call_ended(server, &mut host, id, false);
+        }
+        let [Sent::Whole(200, body)] = &host.sent[..] else {
+            panic!("one answer, whole: {:?}", host.sent);
+        };
+        let answer: Value = serde_json::from_str(body).expect("the answer is JSON");
         assert!(answer["result"]["content"][0]["text"].is_string(), "{answer}");
     });
 });

@@ -1,36 +1,27 @@
-//! The call the benchmarks make: a `tools/call` of `CatalogService_GetItem` through the core,
-//! planned from its JSON-RPC body (the request half) and answered with an item as the upstream
-//! would encode it (the reply half).
-
-use std::time::Duration;
+//! The call the benchmarks make: a `tools/call` of `CatalogService_GetItem` through the core's
+//! exchange, as a host drives it: the request's headers and body, then the call started (the
+//! request half), and its answer whole, rendered and sent as the tool result (the reply half).
+//! The host is the core's fake one, quiet: it writes down nothing but the calls out.
 
 use serde_json::Value;
-use switchblade_core::access::Caller;
-use switchblade_core::grpc::call_end::{CallEnd, GrpcReply};
-use switchblade_core::http::McpHeaders;
-use switchblade_core::observe::Observations;
-use switchblade_core::server::{McpRequest, Outcome, Reply, Server};
-use switchblade_core::upstream::UpstreamCall;
+use switchblade_core::exchange::fake_host::{frame, whole_answer, FakeHead, FakeHost, Sent};
+use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::server::Server;
 
 const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
 pub const REQUEST: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_GetItem","arguments":{"id":"1"}}}"#;
 
 pub struct GetItem {
     server: Server,
-    headers: McpHeaders,
-    /// The item the upstream answers with, protobuf-encoded.
+    head: FakeHead,
+    /// The item the upstream answers with, protobuf-encoded and framed.
     response: Vec<u8>,
 }
 
 impl GetItem {
     pub fn new() -> Self {
         let server = Server::from_config_bytes(CONFIG.as_bytes()).unwrap();
-        let headers = McpHeaders {
-            content_type: Some("application/json".into()),
-            accept: Some("application/json, text/event-stream".into()),
-            protocol_version: Some("2025-11-25".into()),
-            ..McpHeaders::default()
-        };
+        let head = FakeHead::post("/mcp").with("content-length", REQUEST.len().to_string());
         let item: Value = serde_json::from_str(
             r#"{"id":"1","name":"Switchblade multitool","description":"A folding knife with eleven tools",
             "category":"CATEGORY_HARDWARE","price":{"currency_code":"EUR","amount_minor":"4999"},"stock":12,
@@ -38,43 +29,48 @@ impl GetItem {
         )
         .unwrap();
         let tool = server.catalog().get("CatalogService_GetItem").unwrap();
-        let response = server.catalog().gate().encode(&tool.method.output(), &item).unwrap();
-        GetItem {
-            server,
-            headers,
-            response,
+        let response = frame(&server.catalog().gate().encode(&tool.method.output(), &item).unwrap());
+        GetItem { server, head, response }
+    }
+
+    /// A host for the calls: quiet for timing and counting, or one that keeps the answer.
+    pub fn host(quiet: bool) -> FakeHost {
+        FakeHost {
+            quiet,
+            ..FakeHost::default()
         }
     }
 
-    /// The request half: the body read, checked and encoded into the call to start.
-    pub fn plan(&self) -> (Reply, Vec<UpstreamCall>) {
-        let request = McpRequest {
-            headers: &self.headers,
-            body: REQUEST,
-            caller: &Caller::Anyone,
-            client_address: None,
-            counters: None,
-        };
-        match self.server.handle(request, &mut Observations::default()) {
-            Outcome::Await(mut reply) => {
-                let calls = reply.take_calls_to_start();
-                (reply, calls)
-            }
-            Outcome::Respond(answer) => panic!("no call: {}", String::from_utf8_lossy(&answer.body)),
-            Outcome::Cancel { .. } => panic!("no call: a cancellation"),
-        }
+    /// The request half: the headers and body read, checked and encoded into the call started.
+    pub fn plan(&self, host: &mut FakeHost) -> Exchange {
+        host.next_exchange();
+        let mut exchange = Exchange::default();
+        assert_eq!(
+            exchange.request_headers(&self.server, host, &self.head, false),
+            Step::ReadBody
+        );
+        let step = exchange.request_body(&self.server, host, REQUEST.len(), true, || REQUEST.to_vec());
+        assert_eq!(step, Step::Waiting, "no call: {:?}", host.sent);
+        exchange
     }
 
-    /// The reply half: the upstream's answer to `call` filed as the tool result.
-    pub fn answer(&self, pending: &mut Reply, call: &UpstreamCall) {
-        let reply = GrpcReply {
-            status: 0,
-            message: None,
-            body: &self.response,
-            details: None,
+    /// The reply half: the upstream's answer heard whole, and the tool result sent.
+    pub fn answer(&self, exchange: &mut Exchange, host: &mut FakeHost) {
+        let id = host.out[0];
+        host.call_gone(id);
+        let read = || whole_answer(&self.response, &[("grpc-status", b"0")]);
+        exchange.call_answered(&self.server, host, id, self.response.len(), read);
+        assert!(host.has_answered());
+    }
+
+    /// One call whole, and the JSON-RPC answer it got.
+    pub fn answered(&self) -> Value {
+        let mut host = Self::host(false);
+        let mut exchange = self.plan(&mut host);
+        self.answer(&mut exchange, &mut host);
+        let [Sent::Whole(200, body)] = &host.sent[..] else {
+            panic!("{:?}", host.sent)
         };
-        let end = CallEnd::Replied(reply);
-        self.server
-            .file(pending, call, end, Duration::ZERO, &mut Observations::default());
+        serde_json::from_str(body).unwrap()
     }
 }

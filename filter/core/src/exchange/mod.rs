@@ -22,6 +22,10 @@ use crate::upstream::UpstreamCall;
 mod host;
 pub use host::{Answer, CallId, ExchangeHost, RequestHead};
 
+// The fake host the tests, the fuzz targets and the benchmarks drive the exchange through.
+#[cfg(any(test, feature = "fake-host"))]
+pub mod fake_host;
+
 /// Where the request stands after a hook: what the host does with the HTTP stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {

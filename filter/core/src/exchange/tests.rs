@@ -7,160 +7,22 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{json, Value};
 
+use super::fake_host::{FakeHead as Head, FakeHost, Sent};
 use super::*;
-use crate::cancel::CancelKey;
-use crate::config::TokenPayloadSource;
-use crate::http::{HeaderCopy, HeaderPair};
-use crate::quota::counters::Counters;
-use crate::server::RequestFacts;
+use crate::http::HeaderCopy;
 use crate::tasks::operation::Operation;
 
 const CONFIG: &str = r#"{
     "limits": {"max_request_bytes": 4096},
     "services": {"demo.catalog.v1.CatalogService": {"cluster": "catalog", "streaming": true}}}"#;
 
-const LEGACY: &str = "2025-11-25";
-
 fn server() -> Server {
     Server::from_config_bytes(CONFIG.as_bytes()).unwrap()
 }
 
-/// What the exchange sent, in order.
-#[derive(Debug, PartialEq)]
-enum Sent {
-    Whole(u16, String),
-    Begin(String),
-    Part(String, bool),
-}
-
-/// A host that does what it is asked and writes it down.
-#[derive(Default)]
-struct FakeHost {
-    clock: Duration,
-    in_parts: bool,
-    routes: bool,
-    refuses_calls: bool,
-    /// The calls routed: their cluster, and the header that names it.
-    routed: Vec<(String, String)>,
-    cannot_wake: bool,
-    started: Vec<(CallId, String)>,
-    resets: Vec<CallId>,
-    sent: Vec<Sent>,
-    /// How many times what the request told was published, and how many answers had gone then.
-    published: Vec<usize>,
-    wake: Option<Duration>,
-    listening: Option<CancelKey>,
-    filed: Vec<CancelKey>,
-}
-
-impl RequestFacts for FakeHost {
-    fn token_payload(&self, _: &TokenPayloadSource) -> Option<Vec<u8>> {
-        None
-    }
-
-    fn client_address(&self) -> Option<String> {
-        None
-    }
-}
-
-impl ExchangeHost for FakeHost {
-    fn now(&self) -> Duration {
-        self.clock
-    }
-
-    fn counters(&self) -> Option<&Counters> {
-        None
-    }
-
-    fn sends_in_parts(&self) -> bool {
-        self.in_parts
-    }
-
-    fn routes_calls(&self) -> bool {
-        self.routes
-    }
-
-    fn route_call(&mut self, call: &UpstreamCall, cluster_header: &str) {
-        self.routed.push((call.cluster().to_owned(), cluster_header.to_owned()));
-    }
-
-    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String> {
-        if self.refuses_calls {
-            return Err("no healthy upstream".into());
-        }
-        self.started.push((id, call.service_and_method().1.to_owned()));
-        Ok(())
-    }
-
-    fn reset_call(&mut self, id: CallId) {
-        self.resets.push(id);
-    }
-
-    fn publish(&mut self, _: &Observations) {
-        self.published.push(self.sent.len());
-    }
-
-    fn send(&mut self, answer: Answer<'_>) {
-        let text = |bytes: &[u8]| String::from_utf8_lossy(bytes).into_owned();
-        self.sent.push(match answer {
-            Answer::Whole(response) => Sent::Whole(response.status, text(&response.body)),
-            Answer::Begin { head, events } => {
-                assert_eq!((head.status, head.body.len()), (200, 0));
-                Sent::Begin(text(events))
-            }
-            Answer::Part { data, last } => Sent::Part(text(data), last),
-        });
-    }
-
-    fn wake_at(&mut self, at: Duration) -> bool {
-        self.wake = Some(at);
-        !self.cannot_wake
-    }
-
-    fn listen_for_cancel(&mut self, key: CancelKey) {
-        self.listening = Some(key);
-    }
-
-    fn file_cancel(&mut self, key: &CancelKey) {
-        self.filed.push(*key);
-    }
-}
-
-/// Request headers, as a host reads them.
-struct Head(Vec<(&'static str, String)>);
-
-impl Head {
-    fn post(path: &'static str) -> Head {
-        Head(vec![
-            (":method", "POST".into()),
-            (":path", path.into()),
-            ("content-type", "application/json".into()),
-            ("accept", "application/json, text/event-stream".into()),
-            ("mcp-protocol-version", LEGACY.into()),
-            // What a cancellation names the client by.
-            ("mcp-session-id", "s-1".into()),
-        ])
-    }
-
-    fn with(mut self, name: &'static str, value: &str) -> Head {
-        self.0.retain(|(known, _)| *known != name);
-        self.0.push((name, value.into()));
-        self
-    }
-}
-
-impl RequestHead for Head {
-    fn header(&self, name: &str) -> Option<Vec<u8>> {
-        self.0
-            .iter()
-            .find(|(known, _)| *known == name)
-            .map(|(_, value)| value.clone().into_bytes())
-    }
-
-    fn read_all<R>(&self, read: impl FnOnce(&[HeaderPair<'_>]) -> R) -> R {
-        let pairs: Vec<HeaderPair<'_>> = self.0.iter().map(|(name, value)| (*name, value.as_bytes())).collect();
-        read(&pairs)
-    }
+/// The calls started: their ids and methods.
+fn started(host: &FakeHost) -> Vec<(CallId, String)> {
+    host.started.iter().map(|call| (call.id, call.method.clone())).collect()
 }
 
 fn call(id: u64, name: &str, arguments: Value, meta: Option<Value>) -> String {
@@ -183,7 +45,7 @@ fn watch(progress: bool) -> String {
 /// Posts `body` in one chunk, as a host would: its headers, then the body.
 fn post(server: &Server, host: &mut FakeHost, body: &str) -> (Exchange, Step) {
     let mut exchange = Exchange::default();
-    let head = Head::post("/mcp").with("content-length", &body.len().to_string());
+    let head = Head::post("/mcp").with("content-length", body.len().to_string());
     assert_eq!(exchange.request_headers(server, host, &head, false), Step::ReadBody);
     let step = exchange.request_body(server, host, body.len(), true, || body.as_bytes().to_vec());
     (exchange, step)
@@ -235,6 +97,7 @@ fn the_header_phase_answers_before_the_body() {
         Step::Answered
     );
     let long = Head::post("/mcp").with("content-length", "5000");
+    host.next_exchange();
     assert_eq!(
         Exchange::default().request_headers(&server, &mut host, &long, false),
         Step::Answered
@@ -283,7 +146,7 @@ fn a_request_with_trailers_ends_with_them() {
     );
     let step = exchange.request_trailers(&server, &mut host, || body.as_bytes().to_vec());
     assert_eq!(step, Step::Waiting);
-    assert_eq!(host.started, [(1, "GetItem".to_owned())]);
+    assert_eq!(started(&host), [(1, "GetItem".to_owned())]);
 }
 
 #[test]
@@ -310,7 +173,7 @@ fn a_unary_call_is_answered_with_its_result_once_it_ends() {
     let (mut exchange, step) = post(&server, &mut host, &get_item());
     assert_eq!(step, Step::Waiting);
     assert!(exchange.is_calling_out());
-    assert_eq!(host.started, [(1, "GetItem".to_owned())]);
+    assert_eq!(started(&host), [(1, "GetItem".to_owned())]);
     assert!(host.sent.is_empty());
     exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
     assert!(!exchange.is_calling_out());
@@ -352,7 +215,7 @@ fn call_ids_are_the_exchanges_own_and_a_batch_takes_one_each() {
     let head = Head::post("/mcp").with("mcp-protocol-version", "2025-03-26");
     exchange.request_headers(&server, &mut host, &head, false);
     exchange.request_body(&server, &mut host, batch.len(), true, || batch.as_bytes().to_vec());
-    assert_eq!(host.started.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(started(&host).iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
     exchange.call_answered(&server, &mut host, 2, 9, || whole_answer(ITEM));
     assert!(host.sent.is_empty(), "the reply waits for every call");
     exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
@@ -494,6 +357,7 @@ fn a_request_that_goes_resets_its_calls_and_tells_what_it_did() {
     );
     assert!(host.sent.is_empty());
     // A request answered already has nothing to reset.
+    host.next_exchange();
     let (mut exchange, _) = post(&server, &mut host, &get_item());
     exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
     exchange.request_gone(&server, &mut host);
@@ -538,7 +402,7 @@ fn a_running_operation_is_polled_when_the_host_wakes_the_exchange() {
     assert_eq!(host.started.len(), 1, "the poll waits for its time");
     host.clock = Duration::from_millis(100_300);
     exchange.wake(&server, &mut host);
-    assert_eq!(host.started[1], (2, "GetOperation".to_owned()));
+    assert_eq!(started(&host)[1], (2, "GetOperation".to_owned()));
     assert!(host.sent.is_empty());
 }
 
@@ -622,6 +486,7 @@ fn a_stream_a_batch_or_a_host_without_a_router_is_called_out() {
 fn a_clients_routing_header_is_refused_on_every_path() {
     let (server, mut host) = (routing_server(), routing_host());
     for path in ["/mcp", "/other"] {
+        host.next_exchange();
         let head = Head::post(path).with("x-switchblade-cluster", "catalog");
         assert_eq!(
             Exchange::default().request_headers(&server, &mut host, &head, false),

@@ -13,7 +13,7 @@ const ENVOY_TIMEOUT_MESSAGE: &[u8] = b"upstream request timeout";
 
 /// What an upstream answered.
 #[derive(Debug, Clone, Copy)]
-pub struct GrpcReply<'a> {
+pub(crate) struct GrpcReply<'a> {
     pub status: u32,
     /// `grpc-message` as it came (percent-encoded, maybe not even UTF-8; decoded when shown).
     pub message: Option<&'a [u8]>,
@@ -25,7 +25,7 @@ pub struct GrpcReply<'a> {
 
 /// How a call ended.
 #[derive(Debug, Clone, Copy)]
-pub enum CallEnd<'a> {
+pub(crate) enum CallEnd<'a> {
     Replied(GrpcReply<'a>),
     /// The response was larger than `limits.max_response_bytes`; it is not read.
     TooLarge {
@@ -131,7 +131,7 @@ impl CallResponse {
     /// How the call ended, once the host says it has (`reset`: without a whole answer). For a
     /// stream, how it closed: its status, or the failure that ended it (the messages are in
     /// [`Self::stream`]).
-    pub fn end(&self, reset: bool, limit: usize) -> CallEnd<'_> {
+    pub(crate) fn end(&self, reset: bool, limit: usize) -> CallEnd<'_> {
         if reset {
             return CallEnd::Reset;
         }
@@ -168,7 +168,7 @@ impl CallResponse {
 
 /// The end to file instead of reading an answer whose body has `body_size` bytes, if its message
 /// is larger than `limit` (`limits.max_response_bytes`).
-pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
+pub(crate) fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
     let size = body_size.saturating_sub(FRAME_PREFIX);
     (size > limit).then_some(CallEnd::TooLarge { size })
 }
@@ -177,7 +177,7 @@ pub fn too_large(body_size: usize, limit: usize) -> Option<CallEnd<'static>> {
 /// the trailers, or in the headers of a trailers-only answer (which is also how Envoy answers
 /// for an upstream it could not reach, or one that outlived the timeout). No headers at all
 /// means the exchange broke before a response.
-pub fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[HeaderPair<'a>]) -> CallEnd<'a> {
+pub(crate) fn call_end<'a>(headers: &[HeaderPair<'a>], body: &'a [u8], trailers: &[HeaderPair<'a>]) -> CallEnd<'a> {
     match answer(headers, body, trailers) {
         Err(end) => end,
         Ok(reply) if reply.status != 0 => CallEnd::Replied(GrpcReply { body: &[], ..reply }),

@@ -127,7 +127,7 @@ pub enum Verdict {
 }
 
 /// The verdict of a check that ended as `end`.
-pub fn verdict(end: &CallEnd<'_>) -> Verdict {
+pub(crate) fn verdict(end: &CallEnd<'_>) -> Verdict {
     let grpc = match end {
         CallEnd::Replied(grpc) => grpc,
         CallEnd::DeadlinePassed => return Verdict::Failed("no answer within its timeout".into()),

@@ -13,17 +13,17 @@
 //! Pure: the host adapter feeds it headers and body bytes, makes the calls it asks for, and
 //! hands back how each ended ([`crate::upstream`]).
 
-pub mod calls;
+pub(crate) mod calls;
 mod header_phase;
-pub mod methods;
+pub(crate) mod methods;
 mod origin;
 mod progress;
-pub mod reply;
+pub(crate) mod reply;
 mod rpc_response;
 mod stream_result;
 pub(crate) mod tasks;
-pub mod tool_call;
-pub mod tool_result;
+pub(crate) mod tool_call;
+pub(crate) mod tool_result;
 mod tool_search;
 
 use std::borrow::Cow;
@@ -48,7 +48,7 @@ use crate::search::ToolSearch;
 use crate::tools_list::{CacheScope, ListStyle, PrivateLists, ToolsListPages};
 use crate::upstream::UpstreamCall;
 pub use origin::{Origin, RequestFacts};
-pub use reply::Reply;
+pub(crate) use reply::Reply;
 use reply::{refuse_batch, Admission, RpcResponse};
 use tool_call::argument_duplicate;
 
@@ -62,7 +62,7 @@ const TRACE_CONTEXT_HEADERS: [&str; 2] = ["traceparent", "tracestate"];
 
 /// A POST to the MCP path.
 #[derive(Debug, Clone, Copy)]
-pub struct McpRequest<'a> {
+pub(crate) struct McpRequest<'a> {
     pub headers: &'a McpHeaders,
     pub body: &'a [u8],
     /// Who is calling: [`Server::caller`] from the token payload the host read, or
@@ -78,7 +78,7 @@ pub struct McpRequest<'a> {
 
 /// What to do with a request.
 #[derive(Debug)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Respond(HttpResponse),
     /// Make the reply's calls; it is complete when each has ended.
     Await(Reply),
@@ -247,13 +247,13 @@ impl Server {
     }
 
     /// The rate limits, if the configuration has any.
-    pub fn quota(&self) -> Option<&Quota> {
+    pub(crate) fn quota(&self) -> Option<&Quota> {
         self.quota.as_ref()
     }
 
     /// Whether the rate limits count callers by their address: the host then reads
     /// `source.address` into [`McpRequest::client_address`].
-    pub fn reads_client_address(&self) -> bool {
+    pub(crate) fn reads_client_address(&self) -> bool {
         self.quota.as_ref().is_some_and(Quota::reads_client_address)
     }
 
@@ -264,21 +264,16 @@ impl Server {
 
     /// The caller of a request, from what the host found where the configuration says the
     /// verified token payload is ([`AccessPolicy::source`]); `None`: nothing there.
-    pub fn caller(&self, token_payload: Option<&[u8]>) -> Caller {
+    pub(crate) fn caller(&self, token_payload: Option<&[u8]>) -> Caller {
         match &self.access {
             None => Caller::Anyone,
             Some(policy) => policy.caller(token_payload),
         }
     }
 
-    /// The request headers this configuration forwards upstream (lowercase).
-    pub fn forward_headers(&self) -> &[String] {
-        &self.forward_headers
-    }
-
     /// Answers a POST to the MCP path, or asks for upstream calls; notes what happened in
     /// `observed`.
-    pub fn handle(&self, request: McpRequest<'_>, observed: &mut Observations) -> Outcome {
+    pub(crate) fn handle(&self, request: McpRequest<'_>, observed: &mut Observations) -> Outcome {
         if let Err((reason, refusal)) = admit(request.headers, request.body.len(), &self.callers, &self.limits) {
             observed.refused(reason);
             return Outcome::Respond(refusal);

@@ -46,7 +46,7 @@ impl Server {
 
 impl Origin {
     /// The POST as the server handles it, with the counters every worker shares.
-    pub fn request<'a>(
+    pub(crate) fn request<'a>(
         &'a self,
         headers: &'a McpHeaders,
         body: &'a [u8],

@@ -25,7 +25,7 @@ impl Server {
     /// Files the tool result of a call that has ended into its reply, and notes its gRPC
     /// status and upstream time in `observed`. `now` is the host's clock, as for
     /// [`Reply::started`].
-    pub fn file(
+    pub(crate) fn file(
         &self,
         reply: &mut Reply,
         call: &UpstreamCall,

@@ -11,7 +11,7 @@ fn calls_carry_static_metadata_and_only_allowlisted_headers() {
             ("cookie", "secret"),
             ("x-tenant", "evil"),
         ],
-        server.forward_headers(),
+        &server.forward_headers,
     );
     let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
     assert_eq!(
@@ -37,7 +37,7 @@ fn a_forwarded_header_sent_twice_is_forwarded_with_both_values_in_order() {
             ("x-client-version", "7.1"),
             ("x-request-id", "req-2"),
         ],
-        server.forward_headers(),
+        &server.forward_headers,
     );
     let (_, sent) = calls(call_user(&server, &headers, r#"{"user_id":7}"#));
     assert_eq!(

@@ -224,12 +224,12 @@ fn the_trace_context_goes_upstream_unless_turned_off() {
             ("traceparent", "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"),
             ("tracestate", "vendor=1"),
         ],
-        server().forward_headers(),
+        &server().forward_headers,
     );
     let (_, sent) = super::calls(call_user(&server(), &traced, r#"{"user_id":7}"#));
     let metadata: Vec<_> = sent[0].metadata().map(|(name, _)| name).collect();
     assert_eq!(metadata, ["x-tenant", "traceparent", "tracestate"]);
     let config = CONFIG.replacen('{', r#"{"forward_trace_context": false,"#, 1);
     let quiet = Server::from_config_bytes(config.as_bytes()).unwrap();
-    assert_eq!(quiet.forward_headers(), ["x-client-version", "x-request-id"]);
+    assert_eq!(quiet.forward_headers, ["x-client-version", "x-request-id"]);
 }
