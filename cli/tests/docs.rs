@@ -29,6 +29,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod common;
+// The benchmark's figures the docs quote.
+#[path = "docs/figures.rs"]
+mod figures;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -244,7 +244,7 @@ def test_bad_plugin_config_is_refused_by_validation(plugin: str, expected: str, 
 @pytest.fixture(scope="module")
 def reloading(upstream: Upstream):
     """One Envoy that every bad configuration is offered to as a reload: a Wasm filter's
-    validation costs a V8 compile of the .wasm (1.5 s, BENCHMARKS.md), a reload of the
+    validation costs a V8 compile of the .wasm (docs/benchmarks/scale-and-memory.md), a reload of the
     plugin's configuration none."""
     proxy = Envoy(upstream, name="envoy-bad-configs").start()
     yield proxy

@@ -2,7 +2,7 @@
 packages), each a catalog in `discovery: search` behind a real Envoy. The benchmark set
 (`test-harness/search/tasks.json`, written by hand: requests in words and the method each
 should find) is asked of `search_tools`; recall@1 and recall@5 must not fall below what
-BENCHMARKS.md reports. The answers an agent reads before its first call are measured too."""
+docs/benchmarks/search.md reports. The answers an agent reads before its first call are measured too."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from processes import CLI_BIN, REPO, Envoy, Upstream
 
 TASKS = json.loads((REPO / "test-harness/search/tasks.json").read_text())
 # The floors this suite holds ranking to, per API: what it measured when the ranking was last
-# tuned, rounded down (BENCHMARKS.md, "Tool search"); a change that ranks worse fails here.
+# tuned, rounded down (docs/benchmarks/search.md); a change that ranks worse fails here.
 FLOORS = {"etcd": (0.80, 0.90), "containerd": (0.60, 0.95), "gitaly": (0.55, 0.70)}
 # What an agent receives before its first call in search mode, at any catalog size (#51).
 SEARCH_LIST_BYTES = 4096
@@ -100,7 +100,7 @@ SETS = ["tasks", "held-out", "fresh", "unseen"]
 
 @pytest.mark.parametrize("name", list(TASKS["apis"]))
 def test_every_set_expects_tools_of_its_api(name: str, tmp_path) -> None:
-    """Each benchmark set's `expect` is a tool of its API's catalog: the sets BENCHMARKS.md
+    """Each benchmark set's `expect` is a tool of its API's catalog: the sets docs/benchmarks/search.md
     reports can be rerun (`switchblade tools CONFIG --search WORDS`)."""
     config = tmp_path / "config.json"
     config.write_text(json.dumps(api_config(name)))

@@ -51,7 +51,7 @@ pub struct Tool {
     /// Likewise for the response: structured content is `{"value": …}`.
     pub wrap_output: bool,
     /// The tool's entry in `tools/list`, as JSON text: a parsed `Value` takes about ten times
-    /// the memory of its text (BENCHMARKS.md, "Scale"), and the entry is only ever copied out.
+    /// the memory of its text (docs/benchmarks/scale-and-memory.md), and the entry is only ever copied out.
     pub definition: Box<RawValue>,
     /// A method that starts a long-running operation: the tool runs as an MCP task, and its
     /// output is the operation's response.

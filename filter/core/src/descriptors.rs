@@ -137,7 +137,7 @@ pub fn encode_set<'a>(files: impl IntoIterator<Item = &'a [u8]>) -> Vec<u8> {
 /// An encoded file with only the comments of its source info, every other byte as it was.
 /// The filter reads one thing from source info: the comments, which become descriptions. The
 /// spans of every element, commented or not, are most of a set's size, and every Wasm VM
-/// would hold them decoded (about 13 MB for 2,400 messages; see test-harness/BENCHMARKS.md).
+/// would hold them decoded (about 13 MB for 2,400 messages; see docs/benchmarks/scale-and-memory.md).
 pub fn keep_only_comments(file: &[u8]) -> Result<Vec<u8>, String> {
     let mut kept = Vec::with_capacity(file.len());
     for field in fields(file)? {
