@@ -2,6 +2,8 @@
 //! when services are read through gRPC server reflection, the refresher that keeps it current.
 //! Above both the server and live discovery, which builds servers of its own.
 
+use std::sync::OnceLock;
+
 use crate::config::{ConfigError, PluginConfig, ProcessKey};
 use crate::descriptors::configured_pool;
 use crate::reflection::{Discovery, Refresher};
@@ -42,4 +44,26 @@ pub fn configure_with_process_key(bytes: &[u8], process_key: Option<[u8; 32]>) -
     }
     let refresher = Discovery::new(&config, &pool).map(Refresher::new);
     Ok(Configured { server, refresher })
+}
+
+/// A fresh key for this Envoy: it signs task ids when `tasks.keys` is empty, and keys the rate
+/// limits' table of callers. `None`, logged, where the system has no randomness to make one.
+pub fn fresh_process_key() -> Option<[u8; 32]> {
+    let mut key = [0; 32];
+    match getrandom::fill(&mut key) {
+        Ok(()) => Some(key),
+        Err(error) => {
+            log::error!("cannot make this Envoy's task key: {error}; set tasks.keys");
+            None
+        }
+    }
+}
+
+/// The key of this process, made on first use and kept for every configuration after it (a
+/// swapped configuration keeps honouring the ids of the one before), for a host whose workers
+/// share the process's memory (the dynamic module). Each Wasm VM has memory of its own: the
+/// Wasm filter's VMs agree on one key through shared data, made with [`fresh_process_key`].
+pub fn process_key() -> Option<[u8; 32]> {
+    static KEY: OnceLock<Option<[u8; 32]>> = OnceLock::new();
+    *KEY.get_or_init(fresh_process_key)
 }

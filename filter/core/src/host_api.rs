@@ -8,7 +8,7 @@ pub use crate::exchange::{Answer, CallId, Exchange, ExchangeHost, RequestHead, S
 
 // The configuration: read once per plugin configuration, shared by its requests.
 pub use crate::config::{ConfigError, TokenPayloadSource};
-pub use crate::configure::{configure_with_process_key, Configured};
+pub use crate::configure::{configure_with_process_key, fresh_process_key, process_key, Configured};
 pub use crate::server::{RequestFacts, Server};
 
 // A call the core starts, and what the host hears of it.

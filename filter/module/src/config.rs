@@ -8,14 +8,13 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use switchblade_core::host_api::{
-    configure_with_process_key, predefined_samples, CallPart, ConfigError, Configured, Counters, MemoryCounters,
-    Metric, Refreshed, Sample, Server, TokenPayloadSource,
+    configure_with_process_key, predefined_samples, process_key, CallPart, ConfigError, Configured, Counters,
+    MemoryCounters, Metric, Refreshed, Sample, Server, TokenPayloadSource,
 };
 
 use crate::abi::{ConfigHost, Ticker, Wakeups};
 use crate::discovery::LiveCatalog;
 use crate::host::StatsHost;
-use crate::process_key::process_key;
 
 /// How often the configuration looks whether a reflection refresh is due.
 const TICK: Duration = Duration::from_millis(500);

@@ -23,7 +23,6 @@ mod deferred;
 mod discovery;
 mod exchange;
 mod host;
-mod process_key;
 
 /// What Envoy's worker threads share must be `Send + Sync`: the core's server, and the
 /// configuration around it.

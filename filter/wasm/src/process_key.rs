@@ -6,6 +6,7 @@
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::Status;
+use switchblade_core::host_api::fresh_process_key;
 
 use crate::host_io::{SharedData, ONLY_IF_ABSENT};
 
@@ -21,11 +22,7 @@ pub(crate) fn process_key(shared_data: &SharedData) -> Option<[u8; 32]> {
     if let Some(key) = shared() {
         return Some(key);
     }
-    let mut fresh = [0; 32];
-    if let Err(error) = getrandom::fill(&mut fresh) {
-        warn!("cannot make this Envoy's task key: {error}; set tasks.keys");
-        return None;
-    }
+    let fresh = fresh_process_key()?;
     match hostcalls::set_shared_data(&name, Some(&fresh), Some(ONLY_IF_ABSENT)) {
         Ok(()) | Err(Status::CasMismatch) => {}
         Err(status) => warn!("cannot share this Envoy's task key between its workers: {status:?}"),
