@@ -10,7 +10,9 @@ use libfuzzer_sys::fuzz_target;
 use switchblade_core::exchange::Step;
 
 fuzz_target!(|data: &[u8]| {
-    let Ok(arguments) = std::str::from_utf8(data) else { return };
+    let Ok(arguments) = std::str::from_utf8(data) else {
+        return;
+    };
     let tools = [
         "KitchenSinkService_Echo",
         "KitchenSinkService_EchoTree",
@@ -20,7 +22,12 @@ fuzz_target!(|data: &[u8]| {
     ];
     for tool in tools {
         kitchen_sink::call(tool, arguments, |called| {
-            let kitchen_sink::Called { server, mut exchange, step, mut host } = called;
+            let kitchen_sink::Called {
+                server,
+                mut exchange,
+                step,
+                mut host,
+            } = called;
             // A refusal is answered at once; a call that passed the gate waits for its upstream.
             assert!(matches!(step, Step::Answered | Step::Waiting), "{tool}: {step:?}");
             exchange.request_gone(server, &mut host);

@@ -87,15 +87,31 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
         match event % 4 {
             0 => exchange.call_ended(server, &mut host, id, true),
             1 => {
-                let read = || (HeaderCopy::from_iter([(":status", "200")]), FRAME.to_vec(), HeaderCopy::from_iter([("grpc-status", "0")]));
+                let read = || {
+                    (
+                        HeaderCopy::from_iter([(":status", "200")]),
+                        FRAME.to_vec(),
+                        HeaderCopy::from_iter([("grpc-status", "0")]),
+                    )
+                };
                 exchange.call_answered(server, &mut host, id, FRAME.len(), read);
             }
             _ => {
                 let cut = usize::from(event) % FRAME.len();
-                exchange.call_heard(server, &mut host, id, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
+                exchange.call_heard(
+                    server,
+                    &mut host,
+                    id,
+                    CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+                );
                 exchange.call_heard(server, &mut host, id, CallPart::Data(&FRAME[..cut]));
                 exchange.call_heard(server, &mut host, id, CallPart::Data(&FRAME[cut..]));
-                exchange.call_heard(server, &mut host, id, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
+                exchange.call_heard(
+                    server,
+                    &mut host,
+                    id,
+                    CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
+                );
                 exchange.call_ended(server, &mut host, id, false);
             }
         }
@@ -112,11 +128,21 @@ fn run(server: &Server, (in_flight, reply_bytes, batch_size): (usize, usize, usi
     }
     let answers: Vec<Value> = serde_json::from_str(body).expect("the reply is a JSON array");
     let ids: Vec<u64> = answers.iter().filter_map(|answer| answer["id"].as_u64()).collect();
-    assert!(ids.windows(2).all(|pair| pair[0] < pair[1]), "answers in request order: {ids:?}");
+    assert!(
+        ids.windows(2).all(|pair| pair[0] < pair[1]),
+        "answers in request order: {ids:?}"
+    );
     let kept: usize = answers
         .iter()
-        .filter(|answer| !answer["error"]["message"].as_str().is_some_and(|m| m.contains("limits.max_batch_reply_bytes")))
+        .filter(|answer| {
+            !answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("limits.max_batch_reply_bytes"))
+        })
         .map(|answer| serde_json::to_string(answer).map_or(0, |text| text.len()))
         .sum();
-    assert!(kept <= reply_bytes, "{kept} bytes of answers kept, the bound is {reply_bytes}");
+    assert!(
+        kept <= reply_bytes,
+        "{kept} bytes of answers kept, the bound is {reply_bytes}"
+    );
 }

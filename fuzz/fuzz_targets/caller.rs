@@ -28,7 +28,10 @@ fuzz_target!(|data: &[u8]| {
     SERVERS.with(|servers| {
         for server in servers {
             for body in BODIES {
-                let mut host = FakeHost { token_payload: Some(data.to_vec()), ..FakeHost::default() };
+                let mut host = FakeHost {
+                    token_payload: Some(data.to_vec()),
+                    ..FakeHost::default()
+                };
                 let (mut exchange, _) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
                 exchange.request_gone(server, &mut host);
             }

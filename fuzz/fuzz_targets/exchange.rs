@@ -71,8 +71,13 @@ fuzz_target!(|data: &[u8]| {
     SERVERS.with(|servers| {
         let server = &servers[server_index];
         let mut exchange = Exchange::default();
-        let head = FakeHead::post("/mcp").with("mcp-protocol-version", version).with("mcp-session-id", "s");
-        assert_eq!(exchange.request_headers(server, &mut host, &head, false), Step::ReadBody);
+        let head = FakeHead::post("/mcp")
+            .with("mcp-protocol-version", version)
+            .with("mcp-session-id", "s");
+        assert_eq!(
+            exchange.request_headers(server, &mut host, &head, false),
+            Step::ReadBody
+        );
         // The body in chunks of any size.
         let mut size = 0;
         while size < body.len() {
@@ -99,17 +104,38 @@ fuzz_target!(|data: &[u8]| {
                 }
                 1 => {
                     ends(&mut host);
-                    let read = || (HeaderCopy::from_iter([(":status", "200")]), FRAME.to_vec(), HeaderCopy::from_iter([("grpc-status", "0")]));
+                    let read = || {
+                        (
+                            HeaderCopy::from_iter([(":status", "200")]),
+                            FRAME.to_vec(),
+                            HeaderCopy::from_iter([("grpc-status", "0")]),
+                        )
+                    };
                     exchange.call_answered(server, &mut host, id, FRAME.len(), read);
                 }
-                2 => exchange.call_heard(server, &mut host, id, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")]))),
-                3 => exchange.call_heard(server, &mut host, id, CallPart::Data(&FRAME[..usize::from(next()) % FRAME.len()])),
+                2 => exchange.call_heard(
+                    server,
+                    &mut host,
+                    id,
+                    CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+                ),
+                3 => exchange.call_heard(
+                    server,
+                    &mut host,
+                    id,
+                    CallPart::Data(&FRAME[..usize::from(next()) % FRAME.len()]),
+                ),
                 4 => {
                     if exchange.message_coming(server, &mut host, id, usize::from(next()) * 4) {
                         exchange.call_heard(server, &mut host, id, CallPart::Message(&FRAME[5..]));
                     }
                 }
-                5 => exchange.call_heard(server, &mut host, id, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")]))),
+                5 => exchange.call_heard(
+                    server,
+                    &mut host,
+                    id,
+                    CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
+                ),
                 6 | 7 => {
                     ends(&mut host);
                     exchange.call_ended(server, &mut host, id, false);
@@ -132,7 +158,10 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         match exchange.step() {
-            Step::Answered => assert!(host.has_answered() || !host.routed.is_empty(), "answered, and nothing sent"),
+            Step::Answered => assert!(
+                host.has_answered() || !host.routed.is_empty(),
+                "answered, and nothing sent"
+            ),
             Step::Waiting => assert!(!host.out.is_empty(), "waits with no call out"),
             _ => {}
         }

@@ -49,7 +49,10 @@ fuzz_target!(|data: &[u8]| {
 /// calls each, as clients at that address would make them.
 fn callers_are_bounded(server: &Server, address: &str) {
     let store = Arc::new(MemoryCounters::default());
-    let mut host = FakeHost { counters: Some(store.clone()), ..FakeHost::default() };
+    let mut host = FakeHost {
+        counters: Some(store.clone()),
+        ..FakeHost::default()
+    };
     for round in 0..24u64 {
         let address = format!("{address}{}", round % 20);
         host.client_address = Some(address.clone());
@@ -62,13 +65,20 @@ fn callers_are_bounded(server: &Server, address: &str) {
                 step == Step::Waiting
             })
             .count();
-        assert!(served <= 1, "{address:?} was served {served} calls at once past a burst of 1");
+        assert!(
+            served <= 1,
+            "{address:?} was served {served} calls at once past a burst of 1"
+        );
     }
     assert!(store.len() <= PLACES, "{} places held", store.len());
 }
 
 fn cancel_keys_need_a_secret(session_id: Option<String>, authorization: Option<String>, payload: Option<&str>) {
-    let headers = McpHeaders { session_id, authorization, ..McpHeaders::default() };
+    let headers = McpHeaders {
+        session_id,
+        authorization,
+        ..McpHeaders::default()
+    };
     let payload = payload.map(str::as_bytes);
     let key = CancelKey::new(&headers, payload, &json!(7));
     assert_eq!(key, CancelKey::new(&headers, payload, &json!(7)));
@@ -76,9 +86,17 @@ fn cancel_keys_need_a_secret(session_id: Option<String>, authorization: Option<S
         .iter()
         .any(|part| part.is_some_and(|part| !part.is_empty()))
         || payload.is_some_and(|payload| !payload.is_empty());
-    assert_eq!(key.is_some(), held, "a cancel key exactly when the client holds something");
+    assert_eq!(
+        key.is_some(),
+        held,
+        "a cancel key exactly when the client holds something"
+    );
     if let Some(key) = key {
-        assert_ne!(Some(key), CancelKey::new(&headers, payload, &json!(8)), "another id, another key");
+        assert_ne!(
+            Some(key),
+            CancelKey::new(&headers, payload, &json!(8)),
+            "another id, another key"
+        );
     }
 }
 
@@ -91,7 +109,10 @@ fn names_have_one_spelling(server: &Server, name: String) {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": TOOL, "arguments": {"user_id": 1},
         "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}});
-    let mut host = FakeHost { client_address: Some("10.0.0.1:1".into()), ..FakeHost::default() };
+    let mut host = FakeHost {
+        client_address: Some("10.0.0.1:1".into()),
+        ..FakeHost::default()
+    };
     if post(server, &mut host, &head, body.to_string().as_bytes()).1 == Step::Waiting {
         assert_eq!(name, TOOL, "a call went out under the header {name:?}");
     }

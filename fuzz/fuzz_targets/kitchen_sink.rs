@@ -24,10 +24,17 @@ pub struct Called<'a> {
 /// Calls `tool` with `arguments` (JSON text) through the exchange, and hands what came of it
 /// to `then`.
 pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(Called<'_>) -> T) -> T {
-    let body = format!(r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#);
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+    );
     SERVER.with(|server| {
         let mut host = FakeHost::default();
         let (exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
-        then(Called { server, exchange, step, host })
+        then(Called {
+            server,
+            exchange,
+            step,
+            host,
+        })
     })
 }

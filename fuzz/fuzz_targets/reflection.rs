@@ -23,8 +23,12 @@ thread_local! {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&status, body)) = data.split_first() else { return };
-    let Some(mut discovery) = SETUP.with(|(config, pool)| Discovery::new(config, pool)) else { return };
+    let Some((&status, body)) = data.split_first() else {
+        return;
+    };
+    let Some(mut discovery) = SETUP.with(|(config, pool)| Discovery::new(config, pool)) else {
+        return;
+    };
     let status = [b'0' + status % 16];
     let headers: [(&str, &[u8]); 1] = [(":status", b"200")];
     let trailers: [(&str, &[u8]); 1] = [("grpc-status", &status[..1])];
@@ -32,7 +36,11 @@ fuzz_target!(|data: &[u8]| {
     // Every call of every round gets the same answer, for a bounded number of calls.
     for _ in 0..64 {
         let Some(call) = calls.pop() else { return };
-        let answer = ReflectionCallEnd::Http { headers: &headers, body, trailers: &trailers };
+        let answer = ReflectionCallEnd::Http {
+            headers: &headers,
+            body,
+            trailers: &trailers,
+        };
         match discovery.file(call.id, answer, Duration::ZERO) {
             Step::Call(more) => calls.extend(more),
             Step::Wait => {}

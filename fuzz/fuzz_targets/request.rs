@@ -22,18 +22,27 @@ thread_local! {
 
 const VERSIONS: [&str; 4] = ["2026-07-28", "2025-11-25", "2025-03-26", "1999-01-01"];
 const METHODS: [&str; 4] = ["tools/call", "tools/list", "server/discover", "initialize"];
-const NAMES: [&str; 3] = ["UserService_GetUser", "KitchenSinkService_Echo", "=?base64?VXNlclNlcnZpY2VfR2V0VXNlcg==?="];
+const NAMES: [&str; 3] = [
+    "UserService_GetUser",
+    "KitchenSinkService_Echo",
+    "=?base64?VXNlclNlcnZpY2VfR2V0VXNlcg==?=",
+];
 
 fuzz_target!(|data: &[u8]| {
     // The first byte picks the headers; the rest is the body.
-    let Some((&choice, body)) = data.split_first() else { return };
+    let Some((&choice, body)) = data.split_first() else {
+        return;
+    };
     let pick = |items: &[&str], shift: u8| -> Option<String> {
         let index = usize::from((choice >> shift) & 0b11);
         items.get(index).map(|item| (*item).to_owned())
     };
     let mut head = FakeHead::post("/mcp").without("mcp-protocol-version");
     let headers = [
-        ("mcp-protocol-version", if choice & 1 == 0 { None } else { pick(&VERSIONS, 1) }),
+        (
+            "mcp-protocol-version",
+            if choice & 1 == 0 { None } else { pick(&VERSIONS, 1) },
+        ),
         ("mcp-method", pick(&METHODS, 3)),
         ("mcp-name", pick(&NAMES, 5)),
         ("origin", (choice & 0x80 != 0).then(|| "https://ok.example".into())),
@@ -57,9 +66,23 @@ fn answer_everything(server: &Server, head: &FakeHead, body: &[u8]) {
         host.call_gone(id);
         let status = (answered % 3 * 7).to_string();
         answered += 1;
-        let trailers = [("grpc-status", status.as_bytes()), ("grpc-message", b"x%20y"), ("grpc-status-details-bin", body)];
-        let answer = || (HeaderCopy::from_iter([(":status", "200")]), body.to_vec(), HeaderCopy::from_iter(trailers));
+        let trailers = [
+            ("grpc-status", status.as_bytes()),
+            ("grpc-message", b"x%20y"),
+            ("grpc-status-details-bin", body),
+        ];
+        let answer = || {
+            (
+                HeaderCopy::from_iter([(":status", "200")]),
+                body.to_vec(),
+                HeaderCopy::from_iter(trailers),
+            )
+        };
         exchange.call_answered(server, &mut host, id, body.len(), answer);
     }
-    assert!(matches!(exchange.step(), Step::Answered | Step::Continue), "{:?}", exchange.step());
+    assert!(
+        matches!(exchange.step(), Step::Answered | Step::Continue),
+        "{:?}",
+        exchange.step()
+    );
 }

@@ -23,7 +23,8 @@ thread_local! {
     .expect("the fuzz configuration is valid");
 }
 
-const WATCH: &[u8] = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_WatchItems","arguments":{}}}"#;
+const WATCH: &[u8] =
+    br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"CatalogService_WatchItems","arguments":{}}}"#;
 
 /// The messages of `body` read frame by frame, up to the bounds, and why reading stopped.
 fn reference(body: &[u8], max_messages: usize, max_bytes: usize) -> (Vec<Vec<u8>>, Result<EndReason, ()>) {
@@ -77,7 +78,11 @@ fuzz_target!(|data: &[u8]| {
     whole.feed(body);
     let mut cut = StreamCollector::new(max_messages, max_bytes);
     let completed: usize = chunks.iter().map(|chunk| cut.feed(chunk)).sum();
-    assert_eq!(cut.messages(), whole.messages(), "the messages depend on where the body was cut");
+    assert_eq!(
+        cut.messages(),
+        whole.messages(),
+        "the messages depend on where the body was cut"
+    );
     assert_eq!(completed, cut.messages().len());
     assert_eq!(cut.end(false), whole.end(false));
     assert_eq!(cut.end(true), whole.end(true));
@@ -97,7 +102,11 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(step, Step::Waiting, "the watch makes a call");
         let id = host.out[0];
         let heard = |exchange: &mut Exchange, host: &mut FakeHost, part| exchange.call_heard(server, host, id, part);
-        heard(&mut exchange, &mut host, CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])));
+        heard(
+            &mut exchange,
+            &mut host,
+            CallPart::Headers(HeaderCopy::from_iter([(":status", "200")])),
+        );
         for chunk in &chunks {
             heard(&mut exchange, &mut host, CallPart::Data(chunk));
             if host.out.is_empty() {
@@ -106,7 +115,11 @@ fuzz_target!(|data: &[u8]| {
             }
         }
         if !host.out.is_empty() {
-            heard(&mut exchange, &mut host, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
+            heard(
+                &mut exchange,
+                &mut host,
+                CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])),
+            );
             host.clock = Duration::from_millis(1);
             host.call_gone(id);
             exchange.call_ended(server, &mut host, id, false);

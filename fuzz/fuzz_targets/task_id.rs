@@ -30,7 +30,9 @@ fuzz_target!(|data: &[u8]| {
     // The bytes as the fields of an id: what is signed reads back.
     let split = data.len() / 2;
     let task = TaskId {
-        created_ms: data.iter().fold(0u64, |acc, byte| acc.wrapping_mul(31).wrapping_add(u64::from(*byte))),
+        created_ms: data
+            .iter()
+            .fold(0u64, |acc, byte| acc.wrapping_mul(31).wrapping_add(u64::from(*byte))),
         tool: String::from_utf8_lossy(&data[..split]).into_owned(),
         operation: String::from_utf8_lossy(&data[split..]).into_owned(),
         caller: caller_digest(data),
@@ -41,7 +43,8 @@ fuzz_target!(|data: &[u8]| {
     SERVER.with(|server| {
         let id = serde_json::Value::String(text.into_owned());
         for method in ["tasks/get", "tasks/result", "tasks/cancel"] {
-            let body = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"taskId": id}}).to_string();
+            let body =
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"taskId": id}}).to_string();
             let mut host = FakeHost::default();
             match post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes()).1 {
                 // A call is planned only for an id this ring made (and none is, by chance).
