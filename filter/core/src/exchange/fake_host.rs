@@ -78,10 +78,13 @@ pub struct FakeHost {
     pub sent: Vec<Sent>,
     /// How many times what the request told was published, and how many answers had gone then.
     pub published: Vec<usize>,
-    /// The stats and access-log fields last published.
+    /// The access-log fields last published, as `name=value`.
     pub observed: Vec<String>,
+    /// When the exchange last asked to be woken.
     pub wake: Option<Duration>,
+    /// The cancel key the exchange listens on.
     pub listening: Option<CancelKey>,
+    /// The cancellations the exchange filed, in order.
     pub filed: Vec<CancelKey>,
     /// What it keeps to check the exchange's promises (opaque, so that a host can still be
     /// written `FakeHost { in_parts: true, ..FakeHost::default() }`).
