@@ -13,28 +13,15 @@ thread_local! {
     };
 }
 
-/// What a call of a tool came to: the exchange, where it stands, and its host.
-pub struct Called<'a> {
-    pub server: &'a Server,
-    pub exchange: Exchange,
-    pub step: Step,
-    pub host: FakeHost,
-}
-
-/// Calls `tool` with `arguments` (JSON text) through the exchange, and hands what came of it
-/// to `then`.
-pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(Called<'_>) -> T) -> T {
+/// Calls `tool` with `arguments` (JSON text) through the exchange, and hands the server, the
+/// exchange, where it stands and its host to `then`.
+pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, &mut Exchange, Step, &mut FakeHost) -> T) -> T {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
     );
     SERVER.with(|server| {
         let mut host = FakeHost::default();
-        let (exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
-        then(Called {
-            server,
-            exchange,
-            step,
-            host,
-        })
+        let (mut exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), body.as_bytes());
+        then(server, &mut exchange, step, &mut host)
     })
 }

@@ -7,18 +7,13 @@
 mod kitchen_sink;
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_core::exchange::fake_host::frame;
+use switchblade_core::exchange::fake_host::{frame, whole_answer};
 use switchblade_core::exchange::Step;
-use switchblade_core::http::HeaderCopy;
 
 fuzz_target!(|data: &[u8]| {
     let first = data.first().copied().unwrap_or_default();
     let body = if first & 2 == 0 { frame(data) } else { data.to_vec() };
     let status: &[u8] = if first & 1 == 1 { b"3" } else { b"0" };
-    let headers = [
-        (":status", b"200".as_slice()),
-        ("content-type", b"application/grpc".as_slice()),
-    ];
     let trailers = [
         ("grpc-status", status),
         ("grpc-message", data),
@@ -30,24 +25,11 @@ fuzz_target!(|data: &[u8]| {
         ("KitchenSinkService_EchoTime", "{}"),
         ("KitchenSinkService_Ping", "{}"),
     ] {
-        kitchen_sink::call(tool, arguments, |called| {
-            let kitchen_sink::Called {
-                server,
-                mut exchange,
-                step,
-                mut host,
-            } = called;
+        kitchen_sink::call(tool, arguments, |server, exchange, step, host| {
             assert_eq!(step, Step::Waiting, "{tool} did not become a call");
             let id = host.out[0];
             host.call_gone(id);
-            let answer = || {
-                (
-                    HeaderCopy::from_iter(headers),
-                    body.clone(),
-                    HeaderCopy::from_iter(trailers),
-                )
-            };
-            exchange.call_answered(server, &mut host, id, body.len(), answer);
+            exchange.call_answered(server, host, id, body.len(), || whole_answer(&body, &trailers));
             assert!(host.has_answered(), "{tool}: no answer to its call's end");
         });
     }

@@ -9,6 +9,8 @@ use std::time::Duration;
 use super::{Answer, CallId, Exchange, ExchangeHost, RequestHead, Step};
 use crate::cancel::CancelKey;
 use crate::config::TokenPayloadSource;
+use crate::grpc::call_end::WholeCallResponse;
+use crate::grpc::frame::grpc_frame;
 use crate::http::{HeaderCopy, HeaderPair};
 use crate::observe::Observations;
 use crate::quota::counters::Counters;
@@ -26,17 +28,12 @@ pub enum Sent {
     Part(String, bool),
 }
 
-/// A call the exchange started, as the host sends it.
+/// A call the exchange started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Started {
     pub id: CallId,
-    pub cluster: String,
     /// The method's name (`GetItem`).
     pub method: String,
-    /// The HTTP body: the request's messages, framed.
-    pub body: Vec<u8>,
-    /// Its gRPC metadata, in order.
-    pub metadata: Vec<(String, String)>,
 }
 
 /// A host that does what it is asked and writes it down.
@@ -78,8 +75,6 @@ pub struct FakeHost {
     pub sent: Vec<Sent>,
     /// How many times what the request told was published, and how many answers had gone then.
     pub published: Vec<usize>,
-    /// The access-log fields last published, as `name=value`.
-    pub observed: Vec<String>,
     /// When the exchange last asked to be woken.
     pub wake: Option<Duration>,
     /// The cancel key the exchange listens on.
@@ -113,13 +108,6 @@ impl FakeHost {
         self.promises.ended = false;
         self.out.clear();
         self.promises.first_started = self.started.len();
-    }
-
-    /// A call of this exchange, by its id.
-    pub fn call(&self, id: CallId) -> Option<&Started> {
-        self.started[self.promises.first_started..]
-            .iter()
-            .find(|started| started.id == id)
     }
 
     /// The host heard a call end: it is no longer out.
@@ -188,13 +176,7 @@ impl ExchangeHost for FakeHost {
         }
         self.started.push(Started {
             id,
-            cluster: call.cluster().to_owned(),
             method: call.service_and_method().1.to_owned(),
-            body: call.http_body().to_vec(),
-            metadata: call
-                .metadata()
-                .map(|(name, value)| (name.to_owned(), value.to_owned()))
-                .collect(),
         });
         Ok(())
     }
@@ -209,12 +191,8 @@ impl ExchangeHost for FakeHost {
             return;
         }
         self.published.push(self.sent.len());
-        self.observed = observed
-            .log_fields()
-            .into_iter()
-            .map(|(name, value)| format!("{name}={value}"))
-            .collect();
-        let _ = observed.samples();
+        // What a host renders of it, which must not panic whatever the request was.
+        let _ = (observed.samples(), observed.log_fields());
     }
 
     fn send(&mut self, answer: Answer<'_>) {
@@ -324,7 +302,7 @@ pub fn post(server: &Server, host: &mut FakeHost, head: &FakeHead, body: &[u8]) 
 }
 
 /// A call's answer whole: `:status` 200, the body as it came, then `trailers`.
-pub fn whole_answer(body: &[u8], trailers: &[(&str, &[u8])]) -> (HeaderCopy, Vec<u8>, HeaderCopy) {
+pub fn whole_answer(body: &[u8], trailers: &[(&str, &[u8])]) -> WholeCallResponse {
     (
         HeaderCopy::from_iter([(":status", "200"), ("content-type", "application/grpc")]),
         body.to_vec(),
@@ -332,10 +310,7 @@ pub fn whole_answer(body: &[u8], trailers: &[(&str, &[u8])]) -> (HeaderCopy, Vec
     )
 }
 
-/// `message` in a gRPC frame.
+/// `message` in a gRPC frame, as an upstream sends it.
 pub fn frame(message: &[u8]) -> Vec<u8> {
-    let mut framed = vec![0];
-    framed.extend_from_slice(&u32::try_from(message.len()).unwrap_or(u32::MAX).to_be_bytes());
-    framed.extend_from_slice(message);
-    framed
+    grpc_frame(message)
 }

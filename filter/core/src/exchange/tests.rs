@@ -7,7 +7,7 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{json, Value};
 
-use super::fake_host::{FakeHead as Head, FakeHost, Sent};
+use super::fake_host::{frame, whole_answer, FakeHead as Head, FakeHost, Sent};
 use super::*;
 use crate::http::HeaderCopy;
 use crate::tasks::operation::Operation;
@@ -59,15 +59,9 @@ fn json_of(sent: &Sent) -> Value {
     serde_json::from_str(body.trim_end()).unwrap_or_else(|error| panic!("{error}: {body}"))
 }
 
-/// A gRPC answer whole: headers, one frame, an OK status.
-fn whole_answer(frame: &[u8]) -> WholeCallResponse {
-    let mut body = vec![0, 0, 0, 0, u8::try_from(frame.len()).unwrap()];
-    body.extend_from_slice(frame);
-    (
-        HeaderCopy::from_iter([(":status", "200"), ("content-type", "application/grpc")]),
-        body,
-        HeaderCopy::from_iter([("grpc-status", "0")]),
-    )
+/// `message` answered whole: headers, one frame, an OK status.
+fn answered_ok(message: &[u8]) -> WholeCallResponse {
+    whole_answer(&frame(message), &[("grpc-status", b"0")])
 }
 
 /// `Item { id: 1, name: "pen" }`.
@@ -175,7 +169,7 @@ fn a_unary_call_is_answered_with_its_result_once_it_ends() {
     assert!(exchange.is_calling_out());
     assert_eq!(started(&host), [(1, "GetItem".to_owned())]);
     assert!(host.sent.is_empty());
-    exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
+    exchange.call_answered(&server, &mut host, 1, 9, || answered_ok(ITEM));
     assert!(!exchange.is_calling_out());
     assert_eq!(host.published, [0]);
     let answer = json_of(&host.sent[0]);
@@ -216,9 +210,9 @@ fn call_ids_are_the_exchanges_own_and_a_batch_takes_one_each() {
     exchange.request_headers(&server, &mut host, &head, false);
     exchange.request_body(&server, &mut host, batch.len(), true, || batch.as_bytes().to_vec());
     assert_eq!(started(&host).iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2]);
-    exchange.call_answered(&server, &mut host, 2, 9, || whole_answer(ITEM));
+    exchange.call_answered(&server, &mut host, 2, 9, || answered_ok(ITEM));
     assert!(host.sent.is_empty(), "the reply waits for every call");
-    exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
+    exchange.call_answered(&server, &mut host, 1, 9, || answered_ok(ITEM));
     let answers = json_of(&host.sent[0]);
     assert_eq!(answers.as_array().map(Vec::len), Some(2), "{answers}");
 }
@@ -359,7 +353,7 @@ fn a_request_that_goes_resets_its_calls_and_tells_what_it_did() {
     // A request answered already has nothing to reset.
     host.next_exchange();
     let (mut exchange, _) = post(&server, &mut host, &get_item());
-    exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
+    exchange.call_answered(&server, &mut host, 1, 9, || answered_ok(ITEM));
     exchange.request_gone(&server, &mut host);
     assert_eq!(host.resets, [1]);
 }
@@ -397,7 +391,7 @@ fn a_running_operation_is_polled_when_the_host_wakes_the_exchange() {
     };
     let (mut exchange, _) = post(&server, &mut host, &export());
     let running = running();
-    exchange.call_answered(&server, &mut host, 1, running.len() + 5, || whole_answer(&running));
+    exchange.call_answered(&server, &mut host, 1, running.len() + 5, || answered_ok(&running));
     assert_eq!(host.wake, Some(Duration::from_millis(100_300)));
     assert_eq!(host.started.len(), 1, "the poll waits for its time");
     host.clock = Duration::from_millis(100_300);
@@ -415,7 +409,7 @@ fn a_host_that_cannot_wake_the_exchange_gets_the_operation_as_still_running() {
     };
     let (mut exchange, _) = post(&server, &mut host, &export());
     let running = running();
-    exchange.call_answered(&server, &mut host, 1, running.len() + 5, || whole_answer(&running));
+    exchange.call_answered(&server, &mut host, 1, running.len() + 5, || answered_ok(&running));
     assert_eq!(host.started.len(), 1);
     let answer = json_of(&host.sent[0]);
     assert!(answer.to_string().contains("operations/export-1"), "{answer}");
@@ -446,7 +440,7 @@ fn a_host_with_a_router_makes_a_lone_unary_call_the_request_itself() {
         host.routed,
         [("catalog".to_owned(), "x-switchblade-cluster".to_owned())]
     );
-    let (headers, body, trailers) = whole_answer(ITEM);
+    let (headers, body, trailers) = answered_ok(ITEM);
     exchange.routed_heard(&server, CallPart::Headers(headers));
     exchange.routed_heard(&server, CallPart::Data(&body));
     exchange.routed_heard(&server, CallPart::Trailers(trailers));
@@ -510,7 +504,7 @@ fn an_event_for_another_state_changes_nothing() {
     assert!(exchange.routed_answer(&server, &mut host).is_none());
     exchange.routed_deadline_passed(&server, &mut host);
     assert_eq!(exchange.step(), Step::Waiting);
-    exchange.call_answered(&server, &mut host, 1, 9, || whole_answer(ITEM));
+    exchange.call_answered(&server, &mut host, 1, 9, || answered_ok(ITEM));
     assert!(matches!(host.sent[..], [Sent::Whole(200, _)]), "{:?}", host.sent);
     let mut passing = Exchange::default();
     passing.request_headers(&server, &mut host, &Head::post("/other"), false);
