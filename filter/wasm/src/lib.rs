@@ -12,14 +12,14 @@
 //! and hands back headers, body and trailers in one callback. A streaming call is one of
 //! Envoy's gRPC streams ([`exchange`]).
 
-#![cfg(target_arch = "wasm32")]
-
 mod cancels;
 mod exchange;
 mod host_io;
 mod process_key;
 mod stats;
 mod stream_clock;
+#[cfg(test)]
+mod tests;
 mod tick;
 
 use std::rc::Rc;
