@@ -13,11 +13,16 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::http::McpHeaders;
+use crate::quota::counters::{update, SharedCounters};
 
 /// The last bytes of the answer to a cancelled request: an SSE comment, which clients skip (no
 /// JSON-RPC response goes for a cancelled request), and which keeps the answer from being empty
 /// (Envoy drops the content type of an empty local reply).
 pub const CANCELLED_COMMENT: &[u8] = b": cancelled\n\n";
+
+/// The slots of a shared store's cancellations: a worker reads its requests' slots at each
+/// tick, so a slot is taken from an earlier cancellation only by many within one tick.
+const CANCEL_SLOTS: u64 = 256;
 
 /// Which request a cancellation names, as hosts file it. Hashed with the standard library's
 /// fixed-key hasher, so that every VM and thread of one build computes the same key.
@@ -50,21 +55,46 @@ impl CancelKey {
         format!("{:016x}", self.0)
     }
 
-    /// One of `slots` places for the key, where a host keeps a table of bounded size.
-    pub fn slot(&self, slots: u64) -> u64 {
+    /// Files the cancellation of this key's request, which came at `now` (on a clock every
+    /// worker shares), in a store every worker reads: for a host whose workers share no memory
+    /// (the Wasm filter's VMs, through proxy-wasm's shared data). The key has one of a fixed
+    /// number of slots, so that a client sending many cannot grow the store; a cancellation
+    /// whose slot another takes before the request's worker reads it is lost, and the request
+    /// then ends as it would have without one.
+    pub fn file_in(&self, store: &dyn SharedCounters, now: Duration) {
+        let record = self.record(now).into_bytes();
+        if update(store, &self.slot_key(), |_| (Some(record.clone()), ())).is_err() {
+            log::warn!("cannot file a cancellation: every worker kept writing its slot");
+        }
+    }
+
+    /// Whether a cancellation filed in `store` ([`Self::file_in`]) names this key's request,
+    /// which came at `since`.
+    pub fn is_cancelled_in(&self, store: &dyn SharedCounters, since: Duration) -> bool {
+        store
+            .get(&self.slot_key())
+            .is_some_and(|(record, _)| self.is_cancelled_by(&record, since))
+    }
+
+    /// The store's key of this key's slot.
+    fn slot_key(&self) -> String {
+        format!("cancelled/{}", self.slot(CANCEL_SLOTS))
+    }
+
+    /// One of `slots` places for the key.
+    fn slot(&self, slots: u64) -> u64 {
         self.0 % slots.max(1)
     }
 
-    /// What a host that shares cancellations through a table writes in the key's slot: the key
-    /// and when the cancellation came (`now`, on a clock every reader shares).
-    pub fn record(&self, now: Duration) -> String {
+    /// What the key's slot holds: the key and when the cancellation came.
+    fn record(&self, now: Duration) -> String {
         format!("{} {}", self.text(), now.as_millis())
     }
 
     /// Whether `record` (read from the key's slot) cancels this key's request, sent at `since`:
     /// a record for another key (which took the slot since) or for an earlier request with the
     /// same id does not.
-    pub fn is_cancelled_by(&self, record: &[u8], since: Duration) -> bool {
+    fn is_cancelled_by(&self, record: &[u8], since: Duration) -> bool {
         let Some((key, at)) = std::str::from_utf8(record)
             .ok()
             .and_then(|record| record.split_once(' '))
@@ -129,6 +159,27 @@ mod tests {
         for garbage in [&b""[..], b"x", b"\xff\xfe 1", b"abc"] {
             assert!(!key.is_cancelled_by(garbage, Duration::ZERO));
         }
+    }
+
+    #[test]
+    fn a_cancellation_filed_in_a_shared_store_is_read_by_its_key_alone() {
+        use crate::quota::counters::MemoryCounters;
+
+        let store = MemoryCounters::default();
+        let key = CancelKey::new(&headers(Some("s"), None), None, &json!(3)).unwrap();
+        let other = CancelKey::new(&headers(Some("s"), None), None, &json!(4)).unwrap();
+        let since = Duration::from_millis(1_000);
+        assert!(!key.is_cancelled_in(&store, since), "nothing filed");
+        key.file_in(&store, Duration::from_millis(1_500));
+        assert!(key.is_cancelled_in(&store, since));
+        assert!(
+            !key.is_cancelled_in(&store, Duration::from_millis(2_000)),
+            "a later request"
+        );
+        assert!(!other.is_cancelled_in(&store, since));
+        // Filed again (another cancellation in the slot): the last one is read.
+        other.file_in(&store, Duration::from_millis(1_600));
+        assert!(other.is_cancelled_in(&store, since));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use crate::config::{ConfigError, PluginConfig, ProcessKey};
 use crate::descriptors::configured_pool;
+use crate::quota::counters::{Expect, SharedCounters};
 use crate::reflection::{Discovery, Refresher};
 use crate::server::Server;
 
@@ -62,8 +63,44 @@ pub fn fresh_process_key() -> Option<[u8; 32]> {
 /// The key of this process, made on first use and kept for every configuration after it (a
 /// swapped configuration keeps honouring the ids of the one before), for a host whose workers
 /// share the process's memory (the dynamic module). Each Wasm VM has memory of its own: the
-/// Wasm filter's VMs agree on one key through shared data, made with [`fresh_process_key`].
+/// Wasm filter's VMs agree on one key through shared data ([`shared_process_key`]).
 pub fn process_key() -> Option<[u8; 32]> {
     static KEY: OnceLock<Option<[u8; 32]>> = OnceLock::new();
     *KEY.get_or_init(fresh_process_key)
+}
+
+/// The key of this Envoy for a host whose workers share no memory but a store (the Wasm
+/// filter's VMs, through proxy-wasm's shared data, where a poll may reach any of them): the
+/// first worker to look makes it and puts it there, every other reads it.
+pub fn shared_process_key(store: &dyn SharedCounters) -> Option<[u8; 32]> {
+    const KEY: &str = "tasks/process_key";
+    let stored = || store.get(KEY).and_then(|(bytes, _)| bytes.try_into().ok());
+    if let Some(key) = stored() {
+        return Some(key);
+    }
+    let fresh = fresh_process_key()?;
+    // Written only where no worker wrote one first; whoever won, its key is the one used.
+    let _ = store.set(KEY, &fresh, Expect::Absent);
+    stored().or_else(|| {
+        log::warn!(
+            "this Envoy's task key is not in the workers' shared data: this worker signs with a key of its own; set tasks.keys"
+        );
+        Some(fresh)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::quota::counters::MemoryCounters;
+
+    #[test]
+    fn workers_sharing_a_store_agree_on_one_key() {
+        let store = MemoryCounters::default();
+        let first = shared_process_key(&store);
+        assert!(first.is_some());
+        assert_eq!(shared_process_key(&store), first, "read, not made again");
+        let elsewhere = MemoryCounters::default();
+        assert_ne!(shared_process_key(&elsewhere), first, "another Envoy's own");
+    }
 }

@@ -9,11 +9,11 @@ use std::time::{Duration, Instant};
 
 use switchblade_core::host_api::{
     configure_with_process_key, predefined_samples, process_key, CallPart, ConfigError, Configured, Counters,
-    MemoryCounters, Metric, Refreshed, Sample, Server, TokenPayloadSource,
+    MemoryCounters, Metric, ReflectionCall, Refreshed, Sample, Server, SharedRefresher, TokenPayloadSource,
 };
 
 use crate::abi::{ConfigHost, Ticker, Wakeups};
-use crate::discovery::LiveCatalog;
+use crate::clock::now;
 use crate::host::StatsHost;
 
 /// How often the configuration looks whether a reflection refresh is due.
@@ -22,8 +22,9 @@ const TICK: Duration = Duration::from_millis(500);
 pub struct Config {
     /// The server new requests get.
     server: ServerSlot,
-    /// Reads the services with `from_reflection`, if there are any.
-    live: Option<LiveCatalog>,
+    /// Reads the services with `from_reflection`, if there are any: on the main thread, from
+    /// the configuration's scheduled hook; its calls are the configuration's own.
+    live: Option<SharedRefresher>,
     /// Runs the refreshes' clock (a [`Ticker`]); stopped, its thread joined, when the
     /// configuration goes. Kept as `Any` so that code without Envoy (the unit tests) never
     /// links the ticker's ABI calls.
@@ -93,7 +94,7 @@ impl Config {
                 Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
                 None => ServerSlot::Fixed(Box::new(server)),
             },
-            live: refresher.map(LiveCatalog::new),
+            live: refresher.map(SharedRefresher::new),
             ticker: None,
             wakeups: None,
             metric_ids,
@@ -145,7 +146,11 @@ impl Config {
 
     /// The scheduled hook: starts a reflection refresh if one is due.
     pub fn tick(&self, host: &ConfigHost) {
-        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.tick(host)) {
+        let refreshed = self
+            .live
+            .as_ref()
+            .and_then(|live| live.tick(now(), |call| start(host, call)));
+        if let Some(refreshed) = refreshed {
             self.refreshed(host, refreshed);
         }
     }
@@ -158,7 +163,12 @@ impl Config {
     }
 
     pub fn call_ended(&self, host: &ConfigHost, call: u64, reset: bool) {
-        if let Some(refreshed) = self.live.as_ref().and_then(|live| live.ended(host, call, reset)) {
+        let start = |reflection: &ReflectionCall| start(host, reflection);
+        if let Some(refreshed) = self
+            .live
+            .as_ref()
+            .and_then(|live| live.ended(call, reset, now(), start))
+        {
             self.refreshed(host, refreshed);
         }
     }
@@ -194,6 +204,13 @@ impl Config {
         let id = self.metric_ids.get(index).copied().flatten()?;
         Some((id, &*sample.labels))
     }
+}
+
+/// Starts a reflection call from the configuration, sent whole.
+fn start(host: &ConfigHost, call: &ReflectionCall) -> Result<u64, String> {
+    let timeout_ms = u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX);
+    host.start_call(call.cluster(), &call.http_headers(), call.http_body(), timeout_ms)
+        .map_err(|code| format!("Envoy's callout result {code}"))
 }
 
 /// Where a configuration keeps its server: fixed for its life, or swapped by reflection

@@ -13,10 +13,9 @@
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::host_api::{self, CallId, CallPart, HeaderCopy, HttpResponse, Server, Step};
+use switchblade_core::host_api::{self, CallId, CallPart, Deferred, HeaderCopy, HttpResponse, Server, Step};
 
 use crate::config::{Config, ServerRef};
-use crate::deferred::Deferred;
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
 use adapter::{Adapter, Head};

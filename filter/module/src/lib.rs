@@ -3,8 +3,7 @@
 //! and calls the hooks in [`abi`], the only place with `unsafe`. Above it, in safe Rust:
 //! [`config`] is one filter configuration, shared by Envoy's workers; [`exchange`] adapts one
 //! request's hooks to the core's exchange, over the small [`host`] trait that the ABI
-//! implements and the tests fake;
-//! [`discovery`] reads live reflection for a configuration.
+//! implements and the tests fake.
 //!
 //! A module runs in Envoy's process with no sandbox: a crash is Envoy's crash. So the core it
 //! runs is the one the Wasm build runs (fuzzed, and tested through a real Envoy), every hook
@@ -19,8 +18,6 @@ compile_error!(
 mod abi;
 mod clock;
 mod config;
-mod deferred;
-mod discovery;
 mod exchange;
 mod host;
 

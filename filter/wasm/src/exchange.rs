@@ -3,12 +3,12 @@
 //! unary call is one HTTP callout, answered whole. A streaming call is a gRPC stream of Envoy's
 //! (its messages come one by one, so a bound can stop it at once); its deadline is kept by the
 //! root context's tick ([`crate::tick`]), which ends the call on this request's behalf, and so
-//! is a cancellation heard on another request ([`crate::cancels`]). Proxy-wasm answers a request
+//! is a cancellation heard on another request (filed in shared data, where the tick reads it). Proxy-wasm answers a request
 //! once and whole, so the progress notifications of a streaming call go out with its result.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,16 +18,15 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::host_api::{
     self, Answer, CallId, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
-    RequestFacts, RequestHead, Server, Step, TokenPayloadSource, UpstreamCall,
+    OpenStream, RequestFacts, RequestHead, Server, Step, TokenPayloadSource, UpstreamCall,
 };
 
-use crate::cancels;
 use crate::host_io::{
     buffer, call_out, call_response, header_pairs, header_value, log_fields, map_bytes, now, Facts, HeaderMapBytes,
     SharedData,
 };
 use crate::stats::Stats;
-use crate::stream_clock::{OpenStream, StreamClock, Wake};
+use crate::tick::{Clock, Owner};
 
 /// One HTTP request through the filter, as the SDK holds it.
 pub(crate) struct Exchange {
@@ -43,15 +42,14 @@ pub(crate) struct Inner {
 
 /// What the core's exchange asks of the host, done with proxy-wasm's host calls.
 pub(crate) struct Host {
-    context_id: u32,
     /// This request, for the root context to act on its behalf.
-    owner: Weak<RefCell<Inner>>,
+    owner: Owner,
     stats: Rc<Stats>,
     /// The plugin's shared data: the rate limits' counters, and cancellations.
     shared: Arc<SharedData>,
     /// The same, as the core takes its counters.
     counters: Counters,
-    clock: Rc<StreamClock<Inner>>,
+    clock: Clock,
     /// The calls out, by the exchange's id and the host's handle.
     calls: Vec<(CallId, Handle)>,
     /// The trailing metadata of each stream, until it closes with its status.
@@ -79,7 +77,7 @@ impl Exchange {
         server: Rc<Server>,
         stats: Rc<Stats>,
         shared: Arc<SharedData>,
-        clock: Rc<StreamClock<Inner>>,
+        clock: Clock,
     ) -> Self {
         let counters: Counters = shared.clone();
         let inner = Rc::new_cyclic(|owner| {
@@ -87,8 +85,10 @@ impl Exchange {
                 server,
                 exchange: host_api::Exchange::default(),
                 host: Host {
-                    context_id,
-                    owner: owner.clone(),
+                    owner: Owner {
+                        context_id,
+                        inner: owner.clone(),
+                    },
                     stats,
                     shared,
                     counters,
@@ -268,7 +268,7 @@ impl Host {
         if ended {
             self.calls.swap_remove(index);
             if let Handle::Stream(token) = handle {
-                self.clock.remove(token);
+                self.clock.borrow_mut().close(token);
             }
         }
         Some(id)
@@ -297,12 +297,11 @@ impl Host {
             let _ = hostcalls::cancel_grpc_stream(token);
             return Err(format!("cannot send on the gRPC stream: {status:?}"));
         }
-        self.clock.add(OpenStream {
+        self.clock.borrow_mut().open(OpenStream {
+            token,
             deadline: now() + call.timeout(),
             cancel: self.cancel,
-            context_id: self.context_id,
-            token,
-            owner: self.owner.clone(),
+            request: self.owner.clone(),
         });
         Ok(token)
     }
@@ -338,7 +337,7 @@ impl ExchangeHost for Host {
                     },
                 )?;
                 if self.from_root {
-                    self.clock.adopt(token, self.context_id, self.owner.clone());
+                    self.clock.borrow_mut().adopt(token, self.owner.clone());
                 }
                 Handle::Callout(token)
             }
@@ -356,7 +355,7 @@ impl ExchangeHost for Host {
         };
         let (_, handle) = self.calls.swap_remove(index);
         if let Handle::Stream(token) = handle {
-            self.clock.remove(token);
+            self.clock.borrow_mut().close(token);
             let _ = hostcalls::cancel_grpc_stream(token);
         }
     }
@@ -382,11 +381,7 @@ impl ExchangeHost for Host {
     }
 
     fn wake_at(&mut self, at: Duration) -> bool {
-        self.clock.wake(Wake {
-            at,
-            context_id: self.context_id,
-            owner: self.owner.clone(),
-        });
+        self.clock.borrow_mut().wake(at, self.owner.clone());
         true
     }
 
@@ -395,7 +390,7 @@ impl ExchangeHost for Host {
     }
 
     fn file_cancel(&mut self, key: &CancelKey) {
-        cancels::file(&self.shared, key);
+        key.file_in(&*self.shared, now());
     }
 }
 

@@ -82,7 +82,7 @@ pub(crate) fn log_fields(observed: &Observations) {
 
 /// A check-and-set value no entry has in practice (Envoy numbers versions from 1 up, one per
 /// write): a set with it inserts a key where none is, and fails where another VM put one first.
-pub(crate) const ONLY_IF_ABSENT: u32 = u32::MAX;
+const ONLY_IF_ABSENT: u32 = u32::MAX;
 
 /// This plugin's part of proxy-wasm's shared data, which every VM of the filter (one per
 /// worker) reads and writes: the rate limits' counters, cancellations, the task key. Envoy
@@ -110,7 +110,7 @@ impl SharedData {
     }
 
     /// The store's key for a key of the filter's.
-    pub(crate) fn key(&self, key: &str) -> String {
+    fn key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
 }

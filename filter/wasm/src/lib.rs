@@ -12,12 +12,9 @@
 //! and hands back headers, body and trailers in one callback. A streaming call is one of
 //! Envoy's gRPC streams ([`exchange`]).
 
-mod cancels;
 mod exchange;
 mod host_io;
-mod process_key;
 mod stats;
-mod stream_clock;
 #[cfg(test)]
 mod tests;
 mod tick;
@@ -31,14 +28,13 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
 use switchblade_core::host_api::{
-    configure_with_process_key, CallKind, Configured, ReflectionCall, Refreshed, Refresher, Server,
+    configure_with_process_key, shared_process_key, CallKind, Configured, ReflectionCall, Refreshed, Refresher, Server,
 };
 
-use crate::exchange::{Exchange, Inner};
+use crate::exchange::Exchange;
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
-use crate::stream_clock::{StreamClock, STREAM_TICK};
-use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests};
+use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests, Clock, STREAM_TICK};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -57,7 +53,7 @@ struct Root {
     /// Reads the services with `from_reflection`, if there are any.
     refresher: Option<Refresher>,
     /// The deadlines of the VM's open gRPC streams.
-    clock: Rc<StreamClock<Inner>>,
+    clock: Clock,
     /// This plugin's shared data (the rate limits' counters, cancellations), shared with the
     /// other workers' VMs; set when configured.
     shared: Option<Arc<SharedData>>,
@@ -119,7 +115,7 @@ impl RootContext for Root {
         };
         let started = hostcalls::get_current_time().ok();
         let shared = Arc::new(SharedData::of_this_plugin());
-        let configured = configure_with_process_key(&bytes, process_key::process_key(&shared));
+        let configured = configure_with_process_key(&bytes, shared_process_key(&*shared));
         self.shared = Some(shared);
         match configured {
             Ok(Configured { server, refresher }) => {

@@ -5,22 +5,49 @@
 
 use std::cell::RefCell;
 use std::rc::{Rc, Weak};
+use std::time::Duration;
 
 use log::warn;
 use proxy_wasm::hostcalls;
+use switchblade_core::host_api::{Ending, RequestHandle, Timetable};
 
-use crate::cancels;
 use crate::exchange::Inner;
 use crate::host_io::{now, SharedData};
-use crate::stream_clock::{Ending, StreamClock};
+
+/// How often the root context looks, while any stream is open: the precision of a stream's
+/// collection window, and how soon a cancellation takes effect.
+pub(crate) const STREAM_TICK: Duration = Duration::from_millis(100);
+
+/// The VM's open streams, wake-ups and calls started from the tick, which each request writes
+/// and the root context's tick reads.
+pub(crate) type Clock = Rc<RefCell<Timetable<Owner>>>;
+
+/// A request, as the root context reaches it: its HTTP context, and its state.
+#[derive(Clone)]
+pub(crate) struct Owner {
+    pub(crate) context_id: u32,
+    pub(crate) inner: Weak<RefCell<Inner>>,
+}
+
+impl RequestHandle for Owner {
+    fn id(&self) -> u32 {
+        self.context_id
+    }
+
+    fn is_gone(&self) -> bool {
+        self.inner.strong_count() == 0
+    }
+}
 
 /// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
 /// their requests: each is cancelled; a deadline's call ends with the messages so far as its
 /// result, a cancelled request with no response.
-pub(crate) fn end_streams_due(clock: &StreamClock<Inner>, shared: &SharedData) {
-    let cancelled = |key: &_, since| cancels::is_cancelled(shared, key, since);
-    for (stream, ending) in clock.take_ending(now(), cancelled) {
-        let Some(inner) = act_for(stream.context_id, &stream.owner, "stream ends") else {
+pub(crate) fn end_streams_due(clock: &Clock, shared: &SharedData) {
+    let ending = clock
+        .borrow_mut()
+        .ending(now(), |key, since| key.is_cancelled_in(shared, since));
+    for (stream, ending) in ending {
+        let Some(inner) = act_for(&stream.request, "stream ends") else {
             continue;
         };
         if let Err(status) = hostcalls::cancel_grpc_stream(stream.token) {
@@ -38,9 +65,10 @@ pub(crate) fn end_streams_due(clock: &StreamClock<Inner>, shared: &SharedData) {
 
 /// Starts the calls of the requests whose wake-up is due (a task's next poll), on their
 /// behalf.
-pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
-    for wake in clock.due_wakes(now()) {
-        let Some(inner) = act_for(wake.context_id, &wake.owner, "poll is due") else {
+pub(crate) fn wake_due_requests(clock: &Clock) {
+    let due = clock.borrow_mut().due(now());
+    for request in due {
+        let Some(inner) = act_for(&request, "poll is due") else {
             continue;
         };
         if let Ok(mut inner) = inner.try_borrow_mut() {
@@ -52,16 +80,17 @@ pub(crate) fn wake_due_requests(clock: &StreamClock<Inner>) {
 /// The answer to a callout the root context started for a request (a task's poll): filed
 /// into that request, on its behalf. Whether the callout was one.
 pub(crate) fn answer_adopted_call(
-    clock: &StreamClock<Inner>,
+    clock: &Clock,
     token: u32,
     headers: usize,
     body_size: usize,
     trailers: usize,
 ) -> bool {
-    let Some((context_id, owner)) = clock.take_adopted(token) else {
+    let adopted = clock.borrow_mut().adopted(token);
+    let Some(request) = adopted else {
         return false;
     };
-    let Some(inner) = act_for(context_id, &owner, "poll was answered") else {
+    let Some(inner) = act_for(&request, "poll was answered") else {
         return true;
     };
     if let Ok(mut inner) = inner.try_borrow_mut() {
@@ -70,11 +99,11 @@ pub(crate) fn answer_adopted_call(
     true
 }
 
-/// The request of `context_id`, with the host's calls from here on acting on its stream, not
-/// the root context's; `None` if the request is gone or the host refuses (logged, with `why`).
-fn act_for(context_id: u32, owner: &Weak<RefCell<Inner>>, why: &str) -> Option<Rc<RefCell<Inner>>> {
-    let inner = owner.upgrade()?;
-    if let Err(status) = hostcalls::set_effective_context(context_id) {
+/// The request, with the host's calls from here on acting on its stream, not the root
+/// context's; `None` if the request is gone or the host refuses (logged, with `why`).
+fn act_for(request: &Owner, why: &str) -> Option<Rc<RefCell<Inner>>> {
+    let inner = request.inner.upgrade()?;
+    if let Err(status) = hostcalls::set_effective_context(request.context_id) {
         warn!("cannot act for a request whose {why}: {status:?}");
         return None;
     }

@@ -20,7 +20,9 @@ use crate::server::{Outcome, Reply, Server};
 use crate::upstream::UpstreamCall;
 
 mod host;
+mod timetable;
 pub use host::{Answer, CallId, ExchangeHost, RequestHead};
+pub use timetable::{Ending, OpenStream, RequestHandle, Timetable};
 
 // The fake host the tests, the fuzz targets and the benchmarks drive the exchange through.
 #[cfg(any(test, feature = "fake-host"))]

@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 pub mod call_end;
+pub mod deferred;
 pub mod details;
 pub(crate) mod frame;
 pub mod status;

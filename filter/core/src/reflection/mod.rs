@@ -23,12 +23,14 @@ pub mod acceptance;
 mod protocol;
 mod refreshed;
 mod refresher;
+mod shared;
 
 use acceptance::{answering_files, Protected};
 use protocol::{read_answer, Question, ReflectionAnswer, Version};
 pub use protocol::{ReflectionCall, ReflectionCallEnd};
 pub use refreshed::{Declined, Refreshed, Step};
 pub use refresher::Refresher;
+pub use shared::SharedRefresher;
 
 use crate::config::PluginConfig;
 use crate::descriptors::{add_set, embedded_pool, encode_set, same_but_for_source_info};

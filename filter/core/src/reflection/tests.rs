@@ -1,6 +1,7 @@
 use super::acceptance::Asked;
 use super::protocol::{ErrorResponse, FileDescriptorResponse, MessageResponse, ReflectionRequest, ReflectionResponse};
 use super::*;
+use crate::grpc::call_end::CallPart;
 use crate::grpc::frame::{grpc_frame, unframe_all};
 use crate::http::HeaderPair;
 use crate::http::{HeaderCopy, McpHeaders};
@@ -945,4 +946,37 @@ mod refresher {
         let done = refresher.ended(token, true, Duration::ZERO, host(&started));
         assert!(failure(done.unwrap()).contains("the call was reset"));
     }
+}
+
+/// Envoy may answer a call from inside the host's own call that starts it: a shared
+/// refresher keeps what it is told then, and hands it over as soon as the start returns.
+#[test]
+fn a_shared_refresher_answered_while_it_starts_a_call_loses_nothing() {
+    use std::cell::Cell;
+
+    // The kitchen sink's imports are asked for in a second round, started while the first
+    // round's answer is being handed over.
+    let config = PluginConfig::parse(
+        br#"{"services": {"test.kitchensink.v1.KitchenSinkService": {"cluster": "sink", "from_reflection": true}}}"#,
+    )
+    .unwrap();
+    let pool = embedded_pool().unwrap();
+    let shared = SharedRefresher::new(Refresher::new(discovery(&config)));
+    let tokens = Cell::new(0);
+    let start_answered_inline = |call: &ReflectionCall| -> Result<u64, String> {
+        tokens.set(tokens.get() + 1);
+        let token = tokens.get();
+        let (headers, body, _) = serve(&pool, call, Behaviour::FileOnly);
+        shared.heard(token, CallPart::Headers(headers));
+        shared.heard(token, CallPart::Data(&body));
+        shared.heard(token, CallPart::Trailers(HeaderCopy::from_iter([("grpc-status", "0")])));
+        assert!(shared
+            .ended(token, false, Duration::ZERO, |_| Err("not now".into()))
+            .is_none());
+        Ok(token)
+    };
+    let refreshed = shared.tick(Duration::ZERO, start_answered_inline);
+    let server = changed(refreshed.expect("the refresh ended within the tick"));
+    assert!(server.catalog().get("KitchenSinkService_Echo").is_some());
+    assert_eq!(tokens.get(), 2, "the imports were followed");
 }

@@ -678,10 +678,16 @@ pub(super) mod call {
 
     /// Starts the VM (its `main`) and configures its root context with `configuration`.
     pub(crate) fn start(configuration: &str) -> bool {
-        crate::_initialize();
-        // The SDK's panic hook sends a panic to the host's log: a failing test's message goes
-        // to the terminal instead.
-        drop(std::panic::take_hook());
+        {
+            // The SDK installs its logger the first time a VM starts, behind a flag that two
+            // threads can both find unset (and the second `set_logger` panics): one at a time.
+            static STARTING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+            let _one = STARTING.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            crate::_initialize();
+            // The SDK's panic hook sends a panic to the host's log: a failing test's message
+            // goes to the terminal instead.
+            drop(std::panic::take_hook());
+        }
         envoy(|envoy| {
             envoy.effective_context = ROOT;
             envoy.properties.insert("plugin_name".into(), b"switchblade".to_vec());

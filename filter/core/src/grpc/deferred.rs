@@ -1,17 +1,21 @@
-//! What Envoy told about a call while the state it belongs to was in use (Envoy may answer a
-//! call from inside `start_call`), kept to deliver once the start has returned.
+//! What a host heard of a call while the state the call belongs to was in use (Envoy may tell
+//! a call's answer from inside the host's own call that starts it), owned, to hand over once
+//! that state is free.
 
-use switchblade_core::host_api::{CallPart, HeaderCopy};
+use super::call_end::CallPart;
+use crate::http::HeaderCopy;
 
+/// A part of a call's answer, or its end, kept for later.
+#[derive(Debug)]
 pub enum Deferred {
     /// Boxed: a header copy keeps the ends of its first headers in place, and this is rare.
     Part(Box<OwnedPart>),
-    Ended {
-        reset: bool,
-    },
+    /// The call ended (`reset`: without a whole answer).
+    Ended { reset: bool },
 }
 
 /// A part of a call's answer, owned.
+#[derive(Debug)]
 pub enum OwnedPart {
     Headers(HeaderCopy),
     Data(Vec<u8>),
@@ -38,6 +42,28 @@ impl OwnedPart {
             OwnedPart::Data(data) => CallPart::Data(data),
             OwnedPart::Message(message) => CallPart::Message(message),
             OwnedPart::Trailers(trailers) => CallPart::Trailers(trailers.clone()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_part_kept_is_handed_over_as_it_came() {
+        let headers = HeaderCopy::from_iter([(":status", "200")]);
+        for part in [
+            CallPart::Headers(headers.clone()),
+            CallPart::Data(b"frame"),
+            CallPart::Message(b"message"),
+            CallPart::Trailers(headers),
+        ] {
+            let before = format!("{part:?}");
+            let Deferred::Part(kept) = Deferred::from(part) else {
+                panic!("a part is kept as one");
+            };
+            assert_eq!(format!("{:?}", kept.as_part()), before);
         }
     }
 }
