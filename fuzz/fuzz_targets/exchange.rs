@@ -10,8 +10,8 @@
 use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
-use switchblade_core::exchange::fake_host::{FakeHead, FakeHost};
-use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::exchange::fake_host::{FakeExchange, FakeHead, FakeHost};
+use switchblade_core::exchange::Step;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::http::HeaderCopy;
 use switchblade_core::server::Server;
@@ -70,7 +70,7 @@ fuzz_target!(|data: &[u8]| {
     };
     SERVERS.with(|servers| {
         let server = &servers[server_index];
-        let mut exchange = Exchange::default();
+        let mut exchange = FakeExchange::default();
         let head = FakeHead::post("/mcp")
             .with("mcp-protocol-version", version)
             .with("mcp-session-id", "s");

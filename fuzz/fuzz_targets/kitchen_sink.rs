@@ -2,8 +2,8 @@
 //! buf.validate rules service's every rule family): one per fuzzing thread, since the filter is
 //! single-threaded (it shares state with Rc).
 
-use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost};
-use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::exchange::fake_host::{post, FakeExchange, FakeHead, FakeHost};
+use switchblade_core::exchange::Step;
 use switchblade_core::server::Server;
 
 thread_local! {
@@ -15,7 +15,11 @@ thread_local! {
 
 /// Calls `tool` with `arguments` (JSON text) through the exchange, and hands the server, the
 /// exchange, where it stands and its host to `then`.
-pub fn call<T>(tool: &str, arguments: &str, then: impl FnOnce(&Server, &mut Exchange, Step, &mut FakeHost) -> T) -> T {
+pub fn call<T>(
+    tool: &str,
+    arguments: &str,
+    then: impl FnOnce(&Server, &mut FakeExchange, Step, &mut FakeHost) -> T,
+) -> T {
     let body = format!(
         r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
     );

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value;
-use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost, Sent};
-use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::exchange::fake_host::{post, FakeExchange, FakeHead, FakeHost, Sent};
+use switchblade_core::exchange::Step;
 use switchblade_core::grpc::call_end::CallPart;
 use switchblade_core::grpc::stream::{EndReason, StreamCollector};
 use switchblade_core::http::HeaderCopy;
@@ -101,7 +101,8 @@ fuzz_target!(|data: &[u8]| {
         let (mut exchange, step) = post(server, &mut host, &FakeHead::post("/mcp"), WATCH);
         assert_eq!(step, Step::Waiting, "the watch makes a call");
         let id = host.out[0];
-        let heard = |exchange: &mut Exchange, host: &mut FakeHost, part| exchange.call_heard(server, host, id, part);
+        let heard =
+            |exchange: &mut FakeExchange, host: &mut FakeHost, part| exchange.call_heard(server, host, id, part);
         heard(
             &mut exchange,
             &mut host,

@@ -4,7 +4,7 @@
 //! the seam's: narrowing the seam means taking a name out of here.
 
 // One request's life: the events a host hands in, what it asks of the host.
-pub use crate::exchange::{Answer, CallId, Exchange, ExchangeHost, RequestHead, Step};
+pub use crate::exchange::{Answer, Exchange, ExchangeHost, RequestHead, Step};
 // For a host with one timer for all its requests: what it keeps for them.
 pub use crate::exchange::{Ending, OpenStream, RequestHandle, Timetable};
 

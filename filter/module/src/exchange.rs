@@ -13,7 +13,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::host_api::{self, CallId, CallPart, Deferred, HeaderCopy, HttpResponse, Server, Step};
+use switchblade_core::host_api::{self, CallPart, Deferred, HeaderCopy, HttpResponse, Server, Step};
 
 use crate::config::{Config, ServerRef};
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
@@ -57,9 +57,8 @@ pub struct Exchange {
     config: &'static Config,
     /// The configuration's server when the request came.
     server: ServerRef,
-    core: RefCell<host_api::Exchange>,
-    /// The calls out: the core's id, and Envoy's.
-    calls: RefCell<Vec<(CallId, u64)>>,
+    /// The request's exchange; Envoy's callout ids are its call handles.
+    core: RefCell<host_api::Exchange<u64>>,
     /// What Envoy told about a call (by Envoy's id) while the core was in use.
     deferred: RefCell<Vec<(u64, Deferred)>>,
     /// Envoy's request header map as an MCP request's headers came (a routed call rewrites it;
@@ -85,7 +84,6 @@ impl Exchange {
             config,
             server: config.current(),
             core: RefCell::default(),
-            calls: RefCell::default(),
             deferred: RefCell::default(),
             request_map: RefCell::new(None),
             held: Cell::default(),
@@ -131,7 +129,7 @@ impl Exchange {
     fn run<H: StreamHost, R>(
         &self,
         stream: &H,
-        event: impl FnOnce(&mut host_api::Exchange, &Server, &mut Adapter<'_, H>) -> R,
+        event: impl FnOnce(&mut host_api::Exchange<u64>, &Server, &mut Adapter<'_, H>) -> R,
     ) -> Option<R> {
         let result = {
             let mut core = self.core.try_borrow_mut().ok()?;
@@ -244,61 +242,27 @@ impl Exchange {
         }
     }
 
-    /// A part of a call's answer (`call`: Envoy's id).
+    /// A part of a call's answer (`call`: Envoy's id), or kept until the core is free.
     pub fn call_heard(&self, host: &impl StreamHost, call: u64, part: CallPart<'_>) {
-        let Ok(mut core) = self.core.try_borrow_mut() else {
+        if self.core.try_borrow_mut().is_err() {
             self.deferred.borrow_mut().push((call, Deferred::from(part)));
             return;
-        };
-        let Some(id) = self.call_of(call, false) else {
-            return;
-        };
-        core.call_heard(
-            self.server(),
-            &mut Adapter {
-                stream: host,
-                exchange: self,
-            },
-            id,
-            part,
-        );
-        drop(core);
-        self.deliver_deferred(host);
+        }
+        self.run(host, |core, server, adapter| {
+            core.call_heard(server, adapter, call, part)
+        });
     }
 
-    /// A call has ended (`reset`: without a whole answer; `call`: Envoy's id).
+    /// A call has ended (`reset`: without a whole answer; `call`: Envoy's id), or kept until
+    /// the core is free.
     pub fn call_ended(&self, host: &impl StreamHost, call: u64, reset: bool) {
-        let Ok(mut core) = self.core.try_borrow_mut() else {
+        if self.core.try_borrow_mut().is_err() {
             self.deferred.borrow_mut().push((call, Deferred::Ended { reset }));
             return;
-        };
-        let Some(id) = self.call_of(call, true) else {
-            return;
-        };
-        core.call_ended(
-            self.server(),
-            &mut Adapter {
-                stream: host,
-                exchange: self,
-            },
-            id,
-            reset,
-        );
-        drop(core);
-        self.deliver_deferred(host);
-    }
-
-    /// The core's id for the call Envoy knows by `call` (none once it has ended, or was reset);
-    /// `ended` forgets it. What Envoy tells of a call while it starts is deferred, and comes
-    /// here once the start has returned and the call is known.
-    fn call_of(&self, call: u64, ended: bool) -> Option<CallId> {
-        let mut calls = self.calls.borrow_mut();
-        let index = calls.iter().position(|(_, known)| *known == call)?;
-        let (id, _) = calls[index];
-        if ended {
-            calls.swap_remove(index);
         }
-        Some(id)
+        self.run(host, |core, server, adapter| {
+            core.call_ended(server, adapter, call, reset)
+        });
     }
 
     fn stop_alarms(&self) {

@@ -17,7 +17,7 @@ use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::host_api::{
-    self, Answer, CallId, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
+    self, Answer, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
     OpenStream, RequestFacts, RequestHead, Server, Step, TokenPayloadSource, UpstreamCall,
 };
 
@@ -36,7 +36,7 @@ pub(crate) struct Exchange {
 /// The request, which the root context also reaches (a stream's deadline, a poll due).
 pub(crate) struct Inner {
     server: Rc<Server>,
-    exchange: host_api::Exchange,
+    exchange: host_api::Exchange<Handle>,
     host: Host,
 }
 
@@ -50,8 +50,6 @@ pub(crate) struct Host {
     /// The same, as the core takes its counters.
     counters: Counters,
     clock: Clock,
-    /// The calls out, by the exchange's id and the host's handle.
-    calls: Vec<(CallId, Handle)>,
     /// The trailing metadata of each stream, until it closes with its status.
     trailing: HashMap<u32, HeaderMapBytes>,
     /// The key a client's `notifications/cancelled` names this request by, and when it came:
@@ -66,7 +64,7 @@ pub(crate) struct Host {
 
 /// What the host knows a call by. Callouts and gRPC streams are numbered apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Handle {
+pub(crate) enum Handle {
     Callout(u32),
     Stream(u32),
 }
@@ -93,7 +91,6 @@ impl Exchange {
                     shared,
                     counters,
                     clock,
-                    calls: Vec::new(),
                     trailing: HashMap::new(),
                     cancel: None,
                     from_root: false,
@@ -129,14 +126,12 @@ impl Context for Exchange {
     fn on_grpc_stream_message(&mut self, token: u32, size: usize) {
         let mut inner = self.inner.borrow_mut();
         let Inner { server, exchange, host } = &mut *inner;
-        let Some(id) = host.call_of(Handle::Stream(token), false) else {
-            return;
-        };
+        let stream = Handle::Stream(token);
         // A message past the bound stops the stream before it is copied into the VM, whose
         // memory never shrinks.
-        if exchange.message_coming(server, host, id, size) {
+        if exchange.message_coming(server, host, stream, size) {
             let message = buffer(BufferType::GrpcReceiveBuffer, size);
-            exchange.call_heard(server, host, id, CallPart::Message(&message));
+            exchange.call_heard(server, host, stream, CallPart::Message(&message));
         }
     }
 
@@ -151,9 +146,8 @@ impl Context for Exchange {
         // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
         // SDK's status reader would panic on) is in the trailing metadata, if it came.
         let heard = host.trailing.remove(&token).unwrap_or_default();
-        let Some(id) = host.call_of(Handle::Stream(token), true) else {
-            return;
-        };
+        host.clock.borrow_mut().close(token);
+        let stream = Handle::Stream(token);
         let status_text = status.to_string();
         let trailers = HeaderCopy::sized_from(
             header_pairs(&heard)
@@ -161,9 +155,9 @@ impl Context for Exchange {
                 .chain([("grpc-status", status_text.as_bytes())]),
         );
         let headers = HeaderCopy::from_iter([(":status", "200")]);
-        exchange.call_heard(server, host, id, CallPart::Headers(headers));
-        exchange.call_heard(server, host, id, CallPart::Trailers(trailers));
-        exchange.call_ended(server, host, id, false);
+        exchange.call_heard(server, host, stream, CallPart::Headers(headers));
+        exchange.call_heard(server, host, stream, CallPart::Trailers(trailers));
+        exchange.call_ended(server, host, stream, false);
     }
 }
 
@@ -213,31 +207,25 @@ impl Inner {
         (headers, body_size, trailers): (usize, usize, usize),
         from_root: bool,
     ) {
-        let Some(id) = self.host.call_of(Handle::Callout(token), true) else {
-            return;
-        };
         let read = || call_response(headers, body_size, trailers);
+        let callout = Handle::Callout(token);
         self.event(from_root, |exchange, server, host| {
-            exchange.call_answered(server, host, id, body_size, read)
+            exchange.call_answered(server, host, callout, body_size, read)
         });
     }
 
     fn stream_heard(&mut self, token: u32, part: CallPart<'_>) {
-        if let Some(id) = self.host.call_of(Handle::Stream(token), false) {
-            self.event(false, |exchange, server, host| {
-                exchange.call_heard(server, host, id, part)
-            });
-        }
+        self.event(false, |exchange, server, host| {
+            exchange.call_heard(server, host, Handle::Stream(token), part)
+        });
     }
 
     /// The root context's tick ended the stream under `token` at its deadline (it is
-    /// cancelled already): the call ends with what came so far.
+    /// cancelled already, and out of the timetable): the call ends with what came so far.
     pub(crate) fn stream_deadline_passed(&mut self, token: u32) {
-        if let Some(id) = self.host.call_of(Handle::Stream(token), true) {
-            self.event(true, |exchange, server, host| {
-                exchange.call_ended(server, host, id, true)
-            });
-        }
+        self.event(true, |exchange, server, host| {
+            exchange.call_ended(server, host, Handle::Stream(token), true)
+        });
     }
 
     /// The client cancelled the request (heard by the root context's tick).
@@ -252,7 +240,7 @@ impl Inner {
 
     /// Hands an event to the core's exchange, with the host acting from the root context
     /// (`from_root`) or from the request's own.
-    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut host_api::Exchange, &Server, &mut Host)) {
+    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut host_api::Exchange<Handle>, &Server, &mut Host)) {
         let Inner { server, exchange, host } = self;
         host.from_root = from_root;
         event(exchange, server, host);
@@ -261,19 +249,6 @@ impl Inner {
 }
 
 impl Host {
-    /// The exchange's id for the call the host knows by `handle`; `ended` forgets it.
-    fn call_of(&mut self, handle: Handle, ended: bool) -> Option<CallId> {
-        let index = self.calls.iter().position(|(_, known)| *known == handle)?;
-        let (id, _) = self.calls[index];
-        if ended {
-            self.calls.swap_remove(index);
-            if let Handle::Stream(token) = handle {
-                self.clock.borrow_mut().close(token);
-            }
-        }
-        Some(id)
-    }
-
     /// Opens a gRPC stream for `call`, sends its request messages and half-closes it, and gives
     /// it a deadline on the VM's clock; its answer comes to the context's `on_grpc_stream_*`.
     fn open_stream(&self, call: &UpstreamCall) -> Result<u32, String> {
@@ -308,6 +283,8 @@ impl Host {
 }
 
 impl ExchangeHost for Host {
+    type CallHandle = Handle;
+
     fn now(&self) -> Duration {
         now()
     }
@@ -327,8 +304,8 @@ impl ExchangeHost for Host {
 
     fn route_call(&mut self, _: &UpstreamCall, _: &str) {}
 
-    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String> {
-        let handle = match call.kind() {
+    fn start_call(&mut self, call: &UpstreamCall) -> Result<Handle, String> {
+        Ok(match call.kind() {
             CallKind::Unary => {
                 let token = call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout()).map_err(
                     |status| {
@@ -342,19 +319,13 @@ impl ExchangeHost for Host {
                 Handle::Callout(token)
             }
             _ => Handle::Stream(self.open_stream(call)?),
-        };
-        self.calls.push((id, handle));
-        Ok(())
+        })
     }
 
     /// A callout cannot be cancelled; it ends with its context. A stream is cancelled (one the
     /// tick cancelled already is refused, harmlessly).
-    fn reset_call(&mut self, id: CallId) {
-        let Some(index) = self.calls.iter().position(|(known, _)| *known == id) else {
-            return;
-        };
-        let (_, handle) = self.calls.swap_remove(index);
-        if let Handle::Stream(token) = handle {
+    fn reset_call(&mut self, call: Handle) {
+        if let Handle::Stream(token) = call {
             self.clock.borrow_mut().close(token);
             let _ = hostcalls::cancel_grpc_stream(token);
         }

@@ -4,8 +4,8 @@
 //! The host is the core's fake one, quiet: it writes down nothing but the calls out.
 
 use serde_json::Value;
-use switchblade_core::exchange::fake_host::{frame, whole_answer, FakeHead, FakeHost, Sent};
-use switchblade_core::exchange::{Exchange, Step};
+use switchblade_core::exchange::fake_host::{frame, whole_answer, FakeExchange, FakeHead, FakeHost, Sent};
+use switchblade_core::exchange::Step;
 use switchblade_core::server::Server;
 
 const CONFIG: &str = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "upstream"}}}"#;
@@ -42,9 +42,9 @@ impl GetItem {
     }
 
     /// The request half: the headers and body read, checked and encoded into the call started.
-    pub fn plan(&self, host: &mut FakeHost) -> Exchange {
+    pub fn plan(&self, host: &mut FakeHost) -> FakeExchange {
         host.next_exchange();
-        let mut exchange = Exchange::default();
+        let mut exchange = FakeExchange::default();
         assert_eq!(
             exchange.request_headers(&self.server, host, &self.head, false),
             Step::ReadBody
@@ -55,7 +55,7 @@ impl GetItem {
     }
 
     /// The reply half: the upstream's answer heard whole, and the tool result sent.
-    pub fn answer(&self, exchange: &mut Exchange, host: &mut FakeHost) {
+    pub fn answer(&self, exchange: &mut FakeExchange, host: &mut FakeHost) {
         let id = host.out[0];
         host.call_gone(id);
         let read = || whole_answer(&self.response, &[("grpc-status", b"0")]);

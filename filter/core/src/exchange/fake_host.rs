@@ -1,12 +1,12 @@
 //! A host that does what the exchange asks and writes it down: the one fake host the exchange's
 //! tests, the fuzz targets and the benchmarks drive the core through, in place of Envoy. It
-//! checks the promises the exchange makes to every host as it is called: each call id given
-//! once, no more calls out than the bound it is told, nothing sent after the answer has ended,
-//! no part before an answer begun in parts.
+//! checks the promises the exchange makes to every host as it is called: only calls out are
+//! reset, no more calls out than the bound it is told, nothing sent after the answer has ended,
+//! no part before an answer begun in parts. It numbers the calls of each exchange from 1.
 
 use std::time::Duration;
 
-use super::{Answer, CallId, Exchange, ExchangeHost, RequestHead, Step};
+use super::{Answer, Exchange, ExchangeHost, RequestHead, Step};
 use crate::cancel::CancelKey;
 use crate::config::TokenPayloadSource;
 use crate::grpc::call_end::WholeCallResponse;
@@ -28,10 +28,16 @@ pub enum Sent {
     Part(String, bool),
 }
 
+/// The fake host's handle for a call: its number within the exchange, from 1.
+pub type FakeCall = u64;
+
+/// An exchange over the fake host.
+pub type FakeExchange = Exchange<FakeCall>;
+
 /// A call the exchange started.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Started {
-    pub id: CallId,
+    pub id: FakeCall,
     /// The method's name (`GetItem`).
     pub method: String,
 }
@@ -68,9 +74,9 @@ pub struct FakeHost {
     /// Every call started, in order.
     pub started: Vec<Started>,
     /// The calls out now: started, and neither ended nor reset.
-    pub out: Vec<CallId>,
+    pub out: Vec<FakeCall>,
     /// The calls reset, in order.
-    pub resets: Vec<CallId>,
+    pub resets: Vec<FakeCall>,
     /// What was sent, in order.
     pub sent: Vec<Sent>,
     /// How many times what the request told was published, and how many answers had gone then.
@@ -90,8 +96,8 @@ pub struct FakeHost {
 #[derive(Debug, Default)]
 pub struct Promises {
     asked_to_start: u32,
-    /// Where this exchange's calls begin in `started`.
-    first_started: usize,
+    /// The calls this exchange started.
+    started_here: FakeCall,
     begun: bool,
     ended: bool,
 }
@@ -107,11 +113,11 @@ impl FakeHost {
         self.promises.begun = false;
         self.promises.ended = false;
         self.out.clear();
-        self.promises.first_started = self.started.len();
+        self.promises.started_here = 0;
     }
 
     /// The host heard a call end: it is no longer out.
-    pub fn call_gone(&mut self, id: CallId) {
+    pub fn call_gone(&mut self, id: FakeCall) {
         self.out.retain(|known| *known != id);
     }
 }
@@ -127,6 +133,8 @@ impl RequestFacts for FakeHost {
 }
 
 impl ExchangeHost for FakeHost {
+    type CallHandle = FakeCall;
+
     fn now(&self) -> Duration {
         self.clock
     }
@@ -148,7 +156,7 @@ impl ExchangeHost for FakeHost {
         self.routed.push((call.cluster().to_owned(), cluster_header.to_owned()));
     }
 
-    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String> {
+    fn start_call(&mut self, call: &UpstreamCall) -> Result<FakeCall, String> {
         self.promises.asked_to_start = self.promises.asked_to_start.wrapping_add(1);
         let refused_in_turn = self.refuses_every > 0
             && self
@@ -158,11 +166,8 @@ impl ExchangeHost for FakeHost {
         if self.refuses_calls || refused_in_turn {
             return Err("no healthy upstream".into());
         }
-        let this_exchanges = &self.started[self.promises.first_started..];
-        assert!(
-            !self.out.contains(&id) && this_exchanges.iter().all(|started| started.id != id),
-            "call id {id} given twice"
-        );
+        self.promises.started_here += 1;
+        let id = self.promises.started_here;
         self.out.push(id);
         if let Some(bound) = self.max_out {
             assert!(
@@ -172,16 +177,17 @@ impl ExchangeHost for FakeHost {
             );
         }
         if self.quiet {
-            return Ok(());
+            return Ok(id);
         }
         self.started.push(Started {
             id,
             method: call.service_and_method().1.to_owned(),
         });
-        Ok(())
+        Ok(id)
     }
 
-    fn reset_call(&mut self, id: CallId) {
+    fn reset_call(&mut self, id: FakeCall) {
+        assert!(self.out.contains(&id), "call {id} reset, but it is not out");
         self.resets.push(id);
         self.call_gone(id);
     }
@@ -291,8 +297,8 @@ impl RequestHead for FakeHead {
 }
 
 /// Posts `body` in one chunk, as a host would: `head` (with its length), then the body.
-pub fn post(server: &Server, host: &mut FakeHost, head: &FakeHead, body: &[u8]) -> (Exchange, Step) {
-    let mut exchange = Exchange::default();
+pub fn post(server: &Server, host: &mut FakeHost, head: &FakeHead, body: &[u8]) -> (FakeExchange, Step) {
+    let mut exchange = FakeExchange::default();
     let head = head.clone().with("content-length", body.len().to_string());
     let step = match exchange.request_headers(server, host, &head, false) {
         Step::ReadBody => exchange.request_body(server, host, body.len(), true, || body.to_vec()),

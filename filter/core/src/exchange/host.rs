@@ -1,6 +1,7 @@
 //! What the exchange asks of its host, and reads of a request's headers: the seam each build
 //! implements over its ABI.
 
+use std::fmt::Debug;
 use std::time::Duration;
 
 use crate::cancel::CancelKey;
@@ -13,8 +14,9 @@ use crate::upstream::UpstreamCall;
 #[cfg(doc)]
 use super::Exchange;
 
-/// A call's id within its exchange, given as the call starts.
-pub type CallId = u64;
+/// A call's id within its exchange, given as the call starts: the core's own; a host knows
+/// its calls by its own handles.
+pub(crate) type CallId = u64;
 
 /// What a host sends of the answer.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +32,10 @@ pub enum Answer<'a> {
 /// What the exchange asks of its host. Every call is made from inside one of the exchange's
 /// own, on the host's thread.
 pub trait ExchangeHost: RequestFacts {
+    /// What the host knows a call it started by (a callout's token, a stream's), whatever
+    /// its numbering: the host tells a call's answer under it, and the exchange keeps it
+    /// beside the call's id.
+    type CallHandle: Copy + PartialEq + Debug;
     /// The host's clock: the time since a fixed start, the unit of the core's timestamps.
     fn now(&self) -> Duration;
     /// The counters every worker shares, for the rate limits (none: only the rate limit
@@ -46,11 +52,11 @@ pub trait ExchangeHost: RequestFacts {
     /// response: [`Exchange::routed_heard`], then [`Exchange::routed_answer`] (or
     /// [`Exchange::routed_deadline_passed`]).
     fn route_call(&mut self, call: &UpstreamCall, cluster_header: &str);
-    /// Starts `call`, known by `id` from now on; why not, if it cannot.
-    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String>;
+    /// Starts `call`: the host's handle for it, or why it cannot.
+    fn start_call(&mut self, call: &UpstreamCall) -> Result<Self::CallHandle, String>;
     /// Stops a call that is out (its upstream stream reset). Its end is the exchange's to file:
     /// a host that hears of it later may tell it, and it is ignored.
-    fn reset_call(&mut self, id: CallId);
+    fn reset_call(&mut self, call: Self::CallHandle);
     /// Publishes what the request told (stats, the access log's fields): before the answer goes,
     /// since sending it can run the stream's other hooks; and for a request that goes
     /// unanswered.

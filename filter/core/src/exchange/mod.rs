@@ -4,8 +4,9 @@
 //! the exchange asks through [`ExchangeHost`] (start or reset a call, publish what the request
 //! told, send the answer whole or in parts, wake it later, listen for or file a cancellation).
 //!
-//! Call ids are the exchange's, given as each call starts: a host keeps its own handles for
-//! them (a callout's token, a stream's) beside the id, whatever their numbering. The states are
+//! Call ids are the exchange's, given as each call starts; a host knows its calls by its own
+//! handles (a callout's token, a stream's), whatever their numbering, which the exchange keeps
+//! beside the ids: the host tells what it heard under its handle. The states are
 //! passing through (not the MCP path), reading the body, calling out (the reply waits until
 //! every call has ended), routed (a host with a router for calls made the request itself the
 //! gRPC call of a lone `tools/call`, and its answer becomes the tool result), and answered. A
@@ -19,9 +20,12 @@ use crate::observe::Observations;
 use crate::server::{Outcome, Reply, Server};
 use crate::upstream::UpstreamCall;
 
+use std::fmt::Debug;
+
 mod host;
 mod timetable;
-pub use host::{Answer, CallId, ExchangeHost, RequestHead};
+pub(crate) use host::CallId;
+pub use host::{Answer, ExchangeHost, RequestHead};
 pub use timetable::{Ending, OpenStream, RequestHandle, Timetable};
 
 // The fake host the tests, the fuzz targets and the benchmarks drive the exchange through.
@@ -61,37 +65,40 @@ enum State {
     Answered,
 }
 
-/// One HTTP request through the filter.
-pub struct Exchange {
+/// One HTTP request through the filter, whose host knows its calls by handles of type `K`.
+pub struct Exchange<K> {
     state: State,
     /// What this request told, published with its answer.
     observed: Observations,
     /// The id the next call starts under.
     next_call: CallId,
+    /// The calls out: each one's id, and the host's handle for it.
+    calls: Vec<(CallId, K)>,
     /// The answer is an SSE stream whose head has gone (progress notifications sent as they
     /// came).
     answer_begun: bool,
 }
 
-impl Default for Exchange {
+impl<K> Default for Exchange<K> {
     fn default() -> Self {
         Exchange {
             state: State::PassThrough,
             observed: Observations::default(),
             next_call: 1,
+            calls: Vec::new(),
             answer_begun: false,
         }
     }
 }
 
-impl Exchange {
+impl<K: Copy + PartialEq + Debug> Exchange<K> {
     /// The request's headers: answered now (a routing header a client may not send, the
     /// protected resource metadata, a method other than POST, a declared length over the
     /// limit), its body to be read, or not the MCP path's.
     pub fn request_headers(
         &mut self,
         server: &Server,
-        host: &mut impl ExchangeHost,
+        host: &mut impl ExchangeHost<CallHandle = K>,
         head: &impl RequestHead,
         end_of_stream: bool,
     ) -> Step {
@@ -146,7 +153,7 @@ impl Exchange {
     pub fn request_body(
         &mut self,
         server: &Server,
-        host: &mut impl ExchangeHost,
+        host: &mut impl ExchangeHost<CallHandle = K>,
         size: usize,
         end_of_stream: bool,
         read: impl FnOnce() -> Vec<u8>,
@@ -167,7 +174,7 @@ impl Exchange {
     pub fn request_trailers(
         &mut self,
         server: &Server,
-        host: &mut impl ExchangeHost,
+        host: &mut impl ExchangeHost<CallHandle = K>,
         read: impl FnOnce() -> Vec<u8>,
     ) -> Step {
         if !matches!(self.state, State::ReadingBody(_)) {
@@ -176,7 +183,12 @@ impl Exchange {
         self.body_complete(server, host, read)
     }
 
-    fn body_complete(&mut self, server: &Server, host: &mut impl ExchangeHost, read: impl FnOnce() -> Vec<u8>) -> Step {
+    fn body_complete(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+        read: impl FnOnce() -> Vec<u8>,
+    ) -> Step {
         let Some(State::ReadingBody(headers)) = self.take_state(|state| matches!(state, State::ReadingBody(..))) else {
             return self.step();
         };
@@ -184,7 +196,13 @@ impl Exchange {
     }
 
     /// The whole request: answered, or its calls started.
-    fn handle(&mut self, server: &Server, host: &mut impl ExchangeHost, headers: &McpHeaders, body: &[u8]) -> Step {
+    fn handle(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+        headers: &McpHeaders,
+        body: &[u8],
+    ) -> Step {
         let origin = server.origin(&*host);
         let request = origin.request(headers, body, host.counters());
         match server.handle(request, &mut self.observed) {
@@ -207,7 +225,7 @@ impl Exchange {
 
     /// Routes the call of a lone `tools/call` of a unary method where the host can (once it
     /// has passed the rate limits), or starts the reply's calls.
-    fn route_or_call_out(&mut self, server: &Server, host: &mut impl ExchangeHost, mut reply: Reply) {
+    fn route_or_call_out(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, mut reply: Reply) {
         let cluster_header = server.routing().cluster_header.as_deref();
         if let Some(cluster_header) = cluster_header.filter(|_| host.routes_calls()) {
             let now = host.now();
@@ -260,7 +278,11 @@ impl Exchange {
 
     /// The routed call's answer is whole: the tool result to write in its place, after what
     /// the request told is published.
-    pub fn routed_answer(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<RoutedAnswer> {
+    pub fn routed_answer(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+    ) -> Option<RoutedAnswer> {
         let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
             return None;
         };
@@ -274,7 +296,7 @@ impl Exchange {
 
     /// The routed call's deadline has passed (the host's router would only reset a stream whose
     /// answer has begun): it is answered DEADLINE_EXCEEDED.
-    pub fn routed_deadline_passed(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+    pub fn routed_deadline_passed(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
         let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
             return;
         };
@@ -285,27 +307,41 @@ impl Exchange {
         self.answer(host, &reply.into_response());
     }
 
-    /// The call `id` was answered whole, with a body of `body_size` bytes (`read` gives its
-    /// parts, and is not called for a body over the limit); then the calls that may, start.
+    /// The call the host knows by `call` was answered whole, with a body of `body_size` bytes
+    /// (`read` gives its parts, and is not called for a body over the limit); then the calls
+    /// that may, start.
     pub fn call_answered(
         &mut self,
         server: &Server,
-        host: &mut impl ExchangeHost,
-        id: CallId,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+        call: K,
         body_size: usize,
         read: impl FnOnce() -> WholeCallResponse,
     ) {
         let State::CallingOut(reply) = &mut self.state else {
             return;
         };
+        let Some(id) = forget_handle(&mut self.calls, call) else {
+            return;
+        };
         server.call_answered(reply, id, body_size, read, host.now(), &mut self.observed);
         self.advance(server, host);
     }
 
-    /// A part of call `id`'s answer. A stream of answers that reaches a bound is stopped at
-    /// once; progress notifications go out as they come, from a host that sends in parts.
-    pub fn call_heard(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, part: CallPart<'_>) {
+    /// A part of the answer of the call the host knows by `call`. A stream of answers that
+    /// reaches a bound is stopped at once; progress notifications go out as they come, from a
+    /// host that sends in parts.
+    pub fn call_heard(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+        call: K,
+        part: CallPart<'_>,
+    ) {
         let State::CallingOut(reply) = &mut self.state else {
+            return;
+        };
+        let Some(id) = id_of(&self.calls, call) else {
             return;
         };
         let stop = server.heard(reply, id, part).stop;
@@ -319,11 +355,20 @@ impl Exchange {
         }
     }
 
-    /// A message of `size` bytes has come on call `id`'s stream, not yet read: whether the
-    /// host is to read it and hand it over. One that would pass a bound is not read; the call
-    /// is stopped.
-    pub fn message_coming(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, size: usize) -> bool {
+    /// A message of `size` bytes has come on the stream of the call the host knows by `call`,
+    /// not yet read: whether the host is to read it and hand it over. One that would pass a
+    /// bound is not read; the call is stopped.
+    pub fn message_coming(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+        call: K,
+        size: usize,
+    ) -> bool {
         let State::CallingOut(reply) = &mut self.state else {
+            return false;
+        };
+        let Some(id) = id_of(&self.calls, call) else {
             return false;
         };
         if !server.admits_message(reply, id, size).stop {
@@ -334,15 +379,26 @@ impl Exchange {
     }
 
     /// Resets call `id`, and files it as ended without a whole answer.
-    fn stop_call(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId) {
-        host.reset_call(id);
-        self.call_ended(server, host, id, true);
+    fn stop_call(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, id: CallId) {
+        if let Some(call) = forget_id(&mut self.calls, id) {
+            host.reset_call(call);
+        }
+        self.file_end(server, host, id, true);
     }
 
-    /// Call `id` has ended (`reset`: without a whole answer): its result is filed, and the
-    /// calls that may, start; the reply goes once none is out or waiting. A call ended already
-    /// (or never started) is ignored.
-    pub fn call_ended(&mut self, server: &Server, host: &mut impl ExchangeHost, id: CallId, reset: bool) {
+    /// The call the host knows by `call` has ended (`reset`: without a whole answer): its
+    /// result is filed, and the calls that may, start; the reply goes once none is out or
+    /// waiting. A call ended already (or never started) is ignored.
+    pub fn call_ended(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, call: K, reset: bool) {
+        if !self.is_calling_out() {
+            return;
+        }
+        if let Some(id) = forget_handle(&mut self.calls, call) {
+            self.file_end(server, host, id, reset);
+        }
+    }
+
+    fn file_end(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, id: CallId, reset: bool) {
         let State::CallingOut(reply) = &mut self.state else {
             return;
         };
@@ -351,13 +407,13 @@ impl Exchange {
     }
 
     /// The wake-up asked for has come: the calls due start.
-    pub fn wake(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+    pub fn wake(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
         self.advance(server, host);
     }
 
     /// The client cancelled the request: its calls are reset and counted as cancelled, and it
     /// is answered with no JSON-RPC response (an answer begun in parts just ends).
-    pub fn cancelled(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+    pub fn cancelled(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
         let Some(cancelled) = self.cancel_calls(server, host) else {
             return;
         };
@@ -377,7 +433,7 @@ impl Exchange {
 
     /// The request is gone (its client closed the connection, or the host reset it): its calls
     /// are reset and counted as cancelled, and what it told is published.
-    pub fn request_gone(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+    pub fn request_gone(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
         if self.cancel_calls(server, host).is_some() {
             host.publish(&self.observed);
         }
@@ -385,30 +441,37 @@ impl Exchange {
 
     /// Resets the calls out, for a request that will not be answered with a result; `None` if
     /// it was not calling out, else the answer to send, if it has not begun.
-    fn cancel_calls(&mut self, server: &Server, host: &mut impl ExchangeHost) -> Option<Option<HttpResponse>> {
+    fn cancel_calls(
+        &mut self,
+        server: &Server,
+        host: &mut impl ExchangeHost<CallHandle = K>,
+    ) -> Option<Option<HttpResponse>> {
         let Some(State::CallingOut(reply)) = self.take_state(|state| matches!(state, State::CallingOut(..))) else {
             return None;
         };
         let cancelled = server.cancel(reply, host.now(), &mut self.observed);
         for id in cancelled.calls {
-            host.reset_call(id);
+            if let Some(call) = forget_id(&mut self.calls, id) {
+                host.reset_call(call);
+            }
         }
         Some(cancelled.response)
     }
 
     /// Starts the calls that may go now; sends the reply once nothing is out or waiting, or
     /// asks to be woken when a task's next poll is due.
-    fn advance(&mut self, server: &Server, host: &mut impl ExchangeHost) {
+    fn advance(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
         loop {
             let State::CallingOut(reply) = &mut self.state else {
                 return;
             };
             let now = host.now();
-            let next_call = &mut self.next_call;
+            let (next_call, calls) = (&mut self.next_call, &mut self.calls);
             let start = |call: &UpstreamCall| {
+                let handle = host.start_call(call)?;
                 let id = *next_call;
-                host.start_call(id, call)?;
                 *next_call += 1;
+                calls.push((id, handle));
                 Ok(id)
             };
             if server.start_calls(reply, start, now, &mut self.observed) {
@@ -426,7 +489,7 @@ impl Exchange {
         }
     }
 
-    fn send_reply(&mut self, host: &mut impl ExchangeHost) {
+    fn send_reply(&mut self, host: &mut impl ExchangeHost<CallHandle = K>) {
         let Some(State::CallingOut(reply)) = self.take_state(|state| matches!(state, State::CallingOut(..))) else {
             return;
         };
@@ -443,7 +506,7 @@ impl Exchange {
     }
 
     /// Progress notifications, on an answer in parts begun with the first of them.
-    fn send_events(&mut self, host: &mut impl ExchangeHost, events: &[u8]) {
+    fn send_events(&mut self, host: &mut impl ExchangeHost<CallHandle = K>, events: &[u8]) {
         if self.answer_begun {
             host.send(Answer::Part {
                 data: events,
@@ -456,12 +519,29 @@ impl Exchange {
         host.send(Answer::Begin { head: &head, events });
     }
 
-    fn answer(&mut self, host: &mut impl ExchangeHost, response: &HttpResponse) -> Step {
+    fn answer(&mut self, host: &mut impl ExchangeHost<CallHandle = K>, response: &HttpResponse) -> Step {
         self.state = State::Answered;
         host.publish(&self.observed);
         host.send(Answer::Whole(response));
         Step::Answered
     }
+}
+
+/// The id of the call the host knows by `call`.
+fn id_of<K: PartialEq>(calls: &[(CallId, K)], call: K) -> Option<CallId> {
+    calls.iter().find(|(_, known)| *known == call).map(|(id, _)| *id)
+}
+
+/// The id of the call the host knows by `call`, which has ended: the handle is forgotten.
+fn forget_handle<K: PartialEq>(calls: &mut Vec<(CallId, K)>, call: K) -> Option<CallId> {
+    let index = calls.iter().position(|(_, known)| *known == call)?;
+    Some(calls.swap_remove(index).0)
+}
+
+/// The host's handle for call `id`, which the exchange stops: it is forgotten.
+fn forget_id<K>(calls: &mut Vec<(CallId, K)>, id: CallId) -> Option<K> {
+    let index = calls.iter().position(|(known, _)| *known == id)?;
+    Some(calls.swap_remove(index).1)
 }
 
 #[cfg(test)]

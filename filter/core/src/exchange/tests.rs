@@ -7,7 +7,7 @@ use base64::Engine;
 use prost::Message;
 use serde_json::{json, Value};
 
-use super::fake_host::{frame, whole_answer, FakeHead as Head, FakeHost, Sent};
+use super::fake_host::{frame, whole_answer, FakeExchange, FakeHead as Head, FakeHost, Sent};
 use super::*;
 use crate::http::HeaderCopy;
 use crate::tasks::operation::Operation;
@@ -43,8 +43,8 @@ fn watch(progress: bool) -> String {
 }
 
 /// Posts `body` in one chunk, as a host would: its headers, then the body.
-fn post(server: &Server, host: &mut FakeHost, body: &str) -> (Exchange, Step) {
-    let mut exchange = Exchange::default();
+fn post(server: &Server, host: &mut FakeHost, body: &str) -> (FakeExchange, Step) {
+    let mut exchange = FakeExchange::default();
     let head = Head::post("/mcp").with("content-length", body.len().to_string());
     assert_eq!(exchange.request_headers(server, host, &head, false), Step::ReadBody);
     let step = exchange.request_body(server, host, body.len(), true, || body.as_bytes().to_vec());
@@ -72,7 +72,7 @@ const EVENT: &[u8] = b"\x18\x96\x01";
 #[test]
 fn another_path_passes_through_untouched() {
     let (server, mut host) = (server(), FakeHost::default());
-    let mut exchange = Exchange::default();
+    let mut exchange = FakeExchange::default();
     let step = exchange.request_headers(&server, &mut host, &Head::post("/other"), false);
     assert_eq!(step, Step::Continue);
     assert_eq!(
@@ -87,13 +87,13 @@ fn the_header_phase_answers_before_the_body() {
     let (server, mut host) = (server(), FakeHost::default());
     let get = Head::post("/mcp").with(":method", "GET");
     assert_eq!(
-        Exchange::default().request_headers(&server, &mut host, &get, false),
+        FakeExchange::default().request_headers(&server, &mut host, &get, false),
         Step::Answered
     );
     let long = Head::post("/mcp").with("content-length", "5000");
     host.next_exchange();
     assert_eq!(
-        Exchange::default().request_headers(&server, &mut host, &long, false),
+        FakeExchange::default().request_headers(&server, &mut host, &long, false),
         Step::Answered
     );
     assert!(
@@ -108,7 +108,7 @@ fn the_header_phase_answers_before_the_body() {
 #[test]
 fn a_body_is_refused_as_soon_as_it_outgrows_the_limit() {
     let (server, mut host) = (server(), FakeHost::default());
-    let mut exchange = Exchange::default();
+    let mut exchange = FakeExchange::default();
     assert_eq!(
         exchange.request_headers(&server, &mut host, &Head::post("/mcp"), false),
         Step::ReadBody
@@ -131,7 +131,7 @@ fn a_body_is_refused_as_soon_as_it_outgrows_the_limit() {
 #[test]
 fn a_request_with_trailers_ends_with_them() {
     let (server, mut host) = (server(), FakeHost::default());
-    let mut exchange = Exchange::default();
+    let mut exchange = FakeExchange::default();
     exchange.request_headers(&server, &mut host, &Head::post("/mcp"), false);
     let body = get_item();
     assert_eq!(
@@ -205,7 +205,7 @@ fn call_ids_are_the_exchanges_own_and_a_batch_takes_one_each() {
         get_item(),
         call(8, "CatalogService_GetItem", json!({"id": "2"}), None)
     );
-    let mut exchange = Exchange::default();
+    let mut exchange = FakeExchange::default();
     let head = Head::post("/mcp").with("mcp-protocol-version", "2025-03-26");
     exchange.request_headers(&server, &mut host, &head, false);
     exchange.request_body(&server, &mut host, batch.len(), true, || batch.as_bytes().to_vec());
@@ -218,7 +218,7 @@ fn call_ids_are_the_exchanges_own_and_a_batch_takes_one_each() {
 }
 
 /// A stream's parts as they come: its headers, `count` messages, its trailers, its end.
-fn stream(server: &Server, host: &mut FakeHost, exchange: &mut Exchange, count: usize) {
+fn stream(server: &Server, host: &mut FakeHost, exchange: &mut FakeExchange, count: usize) {
     let headers = HeaderCopy::from_iter([(":status", "200")]);
     exchange.call_heard(server, host, 1, CallPart::Headers(headers));
     for _ in 0..count {
@@ -483,7 +483,7 @@ fn a_clients_routing_header_is_refused_on_every_path() {
         host.next_exchange();
         let head = Head::post(path).with("x-switchblade-cluster", "catalog");
         assert_eq!(
-            Exchange::default().request_headers(&server, &mut host, &head, false),
+            FakeExchange::default().request_headers(&server, &mut host, &head, false),
             Step::Answered
         );
     }
@@ -506,7 +506,7 @@ fn an_event_for_another_state_changes_nothing() {
     assert_eq!(exchange.step(), Step::Waiting);
     exchange.call_answered(&server, &mut host, 1, 9, || answered_ok(ITEM));
     assert!(matches!(host.sent[..], [Sent::Whole(200, _)]), "{:?}", host.sent);
-    let mut passing = Exchange::default();
+    let mut passing = FakeExchange::default();
     passing.request_headers(&server, &mut host, &Head::post("/other"), false);
     passing.request_gone(&server, &mut host);
     passing.cancelled(&server, &mut host);

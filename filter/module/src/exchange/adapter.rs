@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::time::{Duration, Instant};
 
 use switchblade_core::host_api::{
-    Answer, CallId, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations, RequestFacts, RequestHead,
+    Answer, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations, RequestFacts, RequestHead,
     TokenPayloadSource, UpstreamCall,
 };
 
@@ -36,6 +36,9 @@ impl<H: StreamHost> RequestFacts for Adapter<'_, H> {
 }
 
 impl<H: StreamHost> ExchangeHost for Adapter<'_, H> {
+    /// Envoy's id for a callout.
+    type CallHandle = u64;
+
     fn now(&self) -> Duration {
         now()
     }
@@ -56,27 +59,17 @@ impl<H: StreamHost> ExchangeHost for Adapter<'_, H> {
         self.exchange.route_call(self.stream, call, cluster_header);
     }
 
-    fn start_call(&mut self, id: CallId, call: &UpstreamCall) -> Result<(), String> {
+    fn start_call(&mut self, call: &UpstreamCall) -> Result<u64, String> {
         // Envoy may call this exchange's call hooks from inside: they defer what they heard.
         let timeout_ms = u64::try_from(call.timeout().as_millis()).unwrap_or(u64::MAX).max(1);
-        let envoy_id = self
-            .stream
+        self.stream
             .start_call(call.cluster(), &call.http_headers(), call.http_body(), timeout_ms)
-            .map_err(|result| format!("Envoy refused the call (result {result})"))?;
-        self.exchange.calls.borrow_mut().push((id, envoy_id));
-        Ok(())
+            .map_err(|result| format!("Envoy refused the call (result {result})"))
     }
 
-    fn reset_call(&mut self, id: CallId) {
-        let envoy_id = {
-            let mut calls = self.exchange.calls.borrow_mut();
-            let Some(index) = calls.iter().position(|(known, _)| *known == id) else {
-                return;
-            };
-            calls.swap_remove(index).1
-        };
-        // Its end, if Envoy tells it inline, is deferred and then finds the call forgotten.
-        self.stream.reset_call(envoy_id);
+    /// Its end, if Envoy tells it inline, is deferred and then finds the call forgotten.
+    fn reset_call(&mut self, call: u64) {
+        self.stream.reset_call(call);
     }
 
     /// Adds what the request told to Envoy's stats, and to its filter state
