@@ -8,7 +8,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::rc::Rc;
+use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,7 +18,7 @@ use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::host_api::{
     self, Answer, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
-    OpenStream, RequestFacts, RequestHead, Server, Step, TokenPayloadSource, UpstreamCall,
+    OpenStream, RequestFacts, RequestHandle, RequestHead, Server, Step, Timetable, TokenPayloadSource, UpstreamCall,
 };
 
 use crate::host_io::{
@@ -26,7 +26,27 @@ use crate::host_io::{
     SharedData,
 };
 use crate::stats::Stats;
-use crate::tick::{Clock, Owner};
+
+/// The VM's open streams, wake-ups and calls started from the tick, which each request writes
+/// and the root context's tick reads.
+pub(crate) type Clock = Rc<RefCell<Timetable<Owner>>>;
+
+/// A request, as the root context reaches it: its HTTP context, and its state.
+#[derive(Clone)]
+pub(crate) struct Owner {
+    pub(crate) context_id: u32,
+    pub(crate) inner: Weak<RefCell<Inner>>,
+}
+
+impl RequestHandle for Owner {
+    fn id(&self) -> u32 {
+        self.context_id
+    }
+
+    fn is_gone(&self) -> bool {
+        self.inner.strong_count() == 0
+    }
+}
 
 /// One HTTP request through the filter, as the SDK holds it.
 pub(crate) struct Exchange {

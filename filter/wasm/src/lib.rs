@@ -31,10 +31,10 @@ use switchblade_core::host_api::{
     configure_with_process_key, shared_process_key, CallKind, Configured, ReflectionCall, Refreshed, Refresher, Server,
 };
 
-use crate::exchange::Exchange;
+use crate::exchange::{Clock, Exchange};
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
-use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests, Clock, STREAM_TICK};
+use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests, STREAM_TICK};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);

@@ -4,40 +4,19 @@
 //! ([`answer_adopted_call`]), each under the request's own context.
 
 use std::cell::RefCell;
-use std::rc::{Rc, Weak};
+use std::rc::Rc;
 use std::time::Duration;
 
 use log::warn;
 use proxy_wasm::hostcalls;
-use switchblade_core::host_api::{Ending, RequestHandle, Timetable};
+use switchblade_core::host_api::Ending;
 
-use crate::exchange::Inner;
+use crate::exchange::{Clock, Inner, Owner};
 use crate::host_io::{now, SharedData};
 
 /// How often the root context looks, while any stream is open: the precision of a stream's
 /// collection window, and how soon a cancellation takes effect.
 pub(crate) const STREAM_TICK: Duration = Duration::from_millis(100);
-
-/// The VM's open streams, wake-ups and calls started from the tick, which each request writes
-/// and the root context's tick reads.
-pub(crate) type Clock = Rc<RefCell<Timetable<Owner>>>;
-
-/// A request, as the root context reaches it: its HTTP context, and its state.
-#[derive(Clone)]
-pub(crate) struct Owner {
-    pub(crate) context_id: u32,
-    pub(crate) inner: Weak<RefCell<Inner>>,
-}
-
-impl RequestHandle for Owner {
-    fn id(&self) -> u32 {
-        self.context_id
-    }
-
-    fn is_gone(&self) -> bool {
-        self.inner.strong_count() == 0
-    }
-}
 
 /// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
 /// their requests: each is cancelled; a deadline's call ends with the messages so far as its
