@@ -3,6 +3,7 @@
 //! Above both the server and live discovery, which builds servers of its own.
 
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use crate::config::{ConfigError, PluginConfig, ProcessKey};
 use crate::descriptors::configured_pool;
@@ -45,6 +46,31 @@ pub fn configure_with_process_key(bytes: &[u8], process_key: Option<[u8; 32]>) -
     }
     let refresher = Discovery::new(&config, &pool).map(Refresher::new);
     Ok(Configured { server, refresher })
+}
+
+/// The line a host logs once it serves `server`: its tools and path, how long the catalog took
+/// to build (`took`, if the host could tell), and for a host that can route calls
+/// (`host_routes`) how tool calls go.
+pub fn serving_line(server: &Server, took: Option<Duration>, host_routes: bool) -> String {
+    let mut notes = Vec::new();
+    if let Some(took) = took {
+        notes.push(format!("catalog built in {} ms", took.as_millis()));
+    }
+    if host_routes {
+        notes.push(match server.routing().cluster_header.as_deref() {
+            Some(header) => format!("tool calls through Envoy's router, cluster in header {header}"),
+            None => "tool calls as HTTP callouts".to_owned(),
+        });
+    }
+    let notes = match notes.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", notes.join("; ")),
+    };
+    format!(
+        "serving {} tools at {}{notes}",
+        server.catalog().tool_count(),
+        server.mcp_path()
+    )
 }
 
 /// A fresh key for this Envoy: it signs task ids when `tasks.keys` is empty, and keys the rate
@@ -93,6 +119,18 @@ pub fn shared_process_key(store: &dyn SharedCounters) -> Option<[u8; 32]> {
 mod tests {
     use super::*;
     use crate::quota::counters::MemoryCounters;
+
+    #[test]
+    fn the_serving_line_says_what_the_host_does() {
+        let users = r#"{"services": {"demo.users.v1.UserService": {"cluster": "users"}}}"#;
+        let server = configure(users.as_bytes()).unwrap().server;
+        let took = Some(Duration::from_millis(12));
+        assert_eq!(serving_line(&server, None, false), "serving 1 tools at /mcp");
+        assert_eq!(
+            serving_line(&server, took, true),
+            "serving 1 tools at /mcp (catalog built in 12 ms; tool calls as HTTP callouts)"
+        );
+    }
 
     #[test]
     fn workers_sharing_a_store_agree_on_one_key() {

@@ -6,11 +6,11 @@
 // One request's life: the events a host hands in, what it asks of the host.
 pub use crate::exchange::{Answer, Exchange, ExchangeHost, RequestHead, Step};
 // For a host with one timer for all its requests: what it keeps for them.
-pub use crate::exchange::{Ending, OpenStream, RequestHandle, Timetable};
+pub use crate::exchange::{timer_period, Ending, OpenStream, RequestHandle, Timetable};
 
 // The configuration: read once per plugin configuration, shared by its requests.
 pub use crate::config::{ConfigError, TokenPayloadSource};
-pub use crate::configure::{configure_with_process_key, process_key, shared_process_key, Configured};
+pub use crate::configure::{configure_with_process_key, process_key, serving_line, shared_process_key, Configured};
 pub use crate::server::{RequestFacts, Server};
 
 // A call the core starts, and what the host hears of it.
@@ -26,7 +26,7 @@ pub use crate::http::{HeaderCopy, HeaderList, HeaderPair, HttpResponse};
 pub use crate::cancel::CancelKey;
 
 // Live discovery: the reflection rounds a host runs for the configuration.
-pub use crate::reflection::{ReflectionCall, Refreshed, Refresher, SharedRefresher};
+pub use crate::reflection::{ReflectionCall, Refreshed, Refresher, SharedRefresher, REFRESH_TICK};
 
 // The rate limits' counters, shared between workers through the host.
 pub use crate::quota::counters::{Conflict, Counters, Expect, MemoryCounters, SharedCounters};

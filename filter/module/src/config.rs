@@ -8,16 +8,14 @@ use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use switchblade_core::host_api::{
-    configure_with_process_key, predefined_samples, process_key, CallPart, ConfigError, Configured, Counters,
-    MemoryCounters, Metric, ReflectionCall, Refreshed, Sample, Server, SharedRefresher, TokenPayloadSource,
+    configure_with_process_key, predefined_samples, process_key, serving_line, CallPart, ConfigError, Configured,
+    Counters, MemoryCounters, Metric, ReflectionCall, Refreshed, Sample, Server, SharedRefresher, TokenPayloadSource,
+    REFRESH_TICK,
 };
 
 use crate::abi::{ConfigHost, Ticker, Wakeups};
 use crate::clock::now;
 use crate::host::StatsHost;
-
-/// How often the configuration looks whether a reflection refresh is due.
-const TICK: Duration = Duration::from_millis(500);
 
 pub struct Config {
     /// The server new requests get.
@@ -78,17 +76,7 @@ impl Config {
                 Some((name, id))
             })
             .collect();
-        let routed = server.routing().cluster_header.as_deref();
-        log::info!(
-            "serving {} tools at {} (catalog built in {} ms; {})",
-            server.catalog().tool_count(),
-            server.mcp_path(),
-            took.as_millis(),
-            match routed {
-                Some(header) => format!("tool calls through Envoy's router, cluster in header {header}"),
-                None => "tool calls as HTTP callouts".to_owned(),
-            }
-        );
+        log::info!("{}", serving_line(&server, Some(took), true));
         Ok(Config {
             server: match refresher {
                 Some(_) => ServerSlot::Live(RwLock::new(Arc::new(server))),
@@ -134,7 +122,7 @@ impl Config {
 
     /// How often the configuration needs its scheduled hook: only if it reads reflection.
     pub fn tick_period(&self) -> Option<Duration> {
-        self.live.as_ref().map(|_| TICK)
+        self.live.as_ref().map(|_| REFRESH_TICK)
     }
 
     pub fn keep_ticker(&mut self, ticker: Option<Ticker>) {

@@ -21,20 +21,20 @@ mod tick;
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
 use log::{error, info, warn};
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext, RootContext};
 use proxy_wasm::types::{BufferType, ContextType, LogLevel};
 use switchblade_core::host_api::{
-    configure_with_process_key, shared_process_key, CallKind, Configured, ReflectionCall, Refreshed, Refresher, Server,
+    configure_with_process_key, serving_line, shared_process_key, timer_period, Configured, ReflectionCall, Refreshed,
+    Refresher, Server,
 };
 
 use crate::exchange::{Clock, Exchange};
 use crate::host_io::{call_out, call_response, now, SharedData};
 use crate::stats::Stats;
-use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests, STREAM_TICK};
+use crate::tick::{answer_adopted_call, end_streams_due, wake_due_requests};
 
 proxy_wasm::main! {{
     proxy_wasm::set_log_level(LogLevel::Info);
@@ -42,9 +42,6 @@ proxy_wasm::main! {{
         Box::new(Root { server: None, stats: Rc::default(), refresher: None, clock: Rc::default(), shared: None })
     });
 }}
-
-/// How often the root context looks whether a reflection refresh is due.
-const TICK: Duration = Duration::from_millis(500);
 
 /// One per VM and configuration: holds the server every request shares.
 struct Root {
@@ -121,38 +118,19 @@ impl RootContext for Root {
             Ok(Configured { server, refresher }) => {
                 let took = started
                     .zip(hostcalls::get_current_time().ok())
-                    .and_then(|(start, end)| end.duration_since(start).ok())
-                    .map_or_else(String::new, |took| {
-                        format!(" (catalog built in {} ms)", took.as_millis())
-                    });
-                info!(
-                    "serving {} tools at {}{took}",
-                    server.catalog().tool_count(),
-                    server.mcp_path()
-                );
-                self.server = Some(Rc::new(server));
-                self.stats = Rc::new(Stats::define());
-                self.stats.record_memory();
-                // Streams' deadlines and tasks' polls are kept by the tick too.
-                let streams = self.server.as_ref().is_some_and(|server| {
-                    server
-                        .catalog()
-                        .tools()
-                        .any(|tool| tool.kind != CallKind::Unary || tool.task.is_some())
-                });
-                self.refresher = refresher;
-                // The tick reads reflection when due, and ends streams past their deadline or
-                // cancelled.
-                let tick = match (streams, self.refresher.is_some()) {
-                    (true, _) => Some(STREAM_TICK),
-                    (false, true) => Some(TICK),
-                    (false, false) => None,
-                };
-                if let Some(tick) = tick {
-                    if let Err(status) = hostcalls::set_tick_period(tick) {
+                    .and_then(|(start, end)| end.duration_since(start).ok());
+                info!("{}", serving_line(&server, took, false));
+                // The tick reads reflection when due, and keeps the VM's timetable (streams'
+                // deadlines and cancellations, tasks' polls).
+                if let Some(period) = timer_period(&server, refresher.is_some()) {
+                    if let Err(status) = hostcalls::set_tick_period(period) {
                         warn!("cannot set the tick period, so reflection is read once and streams end only with the upstream: {status:?}");
                     }
                 }
+                self.server = Some(Rc::new(server));
+                self.refresher = refresher;
+                self.stats = Rc::new(Stats::define());
+                self.stats.record_memory();
                 self.refresh_if_due();
                 true
             }

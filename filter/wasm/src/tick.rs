@@ -5,7 +5,6 @@
 
 use std::cell::RefCell;
 use std::rc::Rc;
-use std::time::Duration;
 
 use log::warn;
 use proxy_wasm::hostcalls;
@@ -13,10 +12,6 @@ use switchblade_core::host_api::Ending;
 
 use crate::exchange::{Clock, Inner, Owner};
 use crate::host_io::{now, SharedData};
-
-/// How often the root context looks, while any stream is open: the precision of a stream's
-/// collection window, and how soon a cancellation takes effect.
-pub(crate) const STREAM_TICK: Duration = Duration::from_millis(100);
 
 /// Ends the streams whose deadline has passed or whose request was cancelled, on behalf of
 /// their requests: each is cancelled; a deadline's call ends with the messages so far as its

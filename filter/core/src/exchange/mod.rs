@@ -26,7 +26,7 @@ mod host;
 mod timetable;
 pub(crate) use host::CallId;
 pub use host::{Answer, ExchangeHost, RequestHead};
-pub use timetable::{Ending, OpenStream, RequestHandle, Timetable};
+pub use timetable::{timer_period, Ending, OpenStream, RequestHandle, Timetable, TIMETABLE_TICK};
 
 // The fake host the tests, the fuzz targets and the benchmarks drive the exchange through.
 #[cfg(any(test, feature = "fake-host"))]

@@ -8,6 +8,29 @@
 use std::time::Duration;
 
 use crate::cancel::CancelKey;
+use crate::reflection::REFRESH_TICK;
+use crate::server::Server;
+use crate::streams::CallKind;
+
+/// How often a host with one timer looks at its timetable while any request may need it: the
+/// precision of a stream's collection window, and how soon a cancellation or a poll takes
+/// effect.
+pub const TIMETABLE_TICK: Duration = Duration::from_millis(100);
+
+/// How often a host with one timer needs it for `server`: at [`TIMETABLE_TICK`] if a tool
+/// streams or runs as a task (deadlines, cancellations, polls), at the refreshes' pace if it
+/// only reads reflection (`reflects`), not at all otherwise.
+pub fn timer_period(server: &Server, reflects: bool) -> Option<Duration> {
+    let keeps_time = server
+        .catalog()
+        .tools()
+        .any(|tool| tool.kind != CallKind::Unary || tool.task.is_some());
+    match (keeps_time, reflects) {
+        (true, _) => Some(TIMETABLE_TICK),
+        (false, true) => Some(REFRESH_TICK),
+        (false, false) => None,
+    }
+}
 
 /// How a host reaches a request from its timer.
 pub trait RequestHandle {
@@ -129,6 +152,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::configure::configure;
     use crate::http::McpHeaders;
 
     /// A request: its id, and whether it has gone.
@@ -203,6 +227,19 @@ mod tests {
         let ids = |due: Vec<Request>| due.iter().map(|request| request.0).collect::<Vec<_>>();
         assert_eq!(ids(table.due(at(300))), [1, 2]);
         assert!(table.due(at(1_000)).is_empty(), "the gone request's was dropped");
+    }
+
+    #[test]
+    fn the_timer_runs_only_as_often_as_the_catalog_needs() {
+        let period = |json: &str, reflects| timer_period(&configure(json.as_bytes()).unwrap().server, reflects);
+        let users = r#"{"services": {"demo.users.v1.UserService": {"cluster": "users"}}}"#;
+        assert_eq!(period(users, false), None);
+        assert_eq!(period(users, true), Some(REFRESH_TICK));
+        let streams = r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "c", "streaming": true}}}"#;
+        assert_eq!(period(streams, true), Some(TIMETABLE_TICK));
+        let tasks = r#"{"services": {"demo.exports.v1.ExportService": {"cluster": "e", "operations_cluster": "ops"}},
+            "tasks": {"keys": ["BwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc="]}}"#;
+        assert_eq!(period(tasks, false), Some(TIMETABLE_TICK));
     }
 
     #[test]

@@ -43,6 +43,9 @@ const MAX_ROUNDS: usize = 16;
 const RETRY_AFTER: Duration = Duration::from_secs(5);
 /// The largest reflection answer a host reads: a thousand-method API's descriptors are a few
 /// hundred kilobytes.
+/// How often a host looks whether a refresh is due: the precision of `reflection.interval_ms`.
+pub const REFRESH_TICK: Duration = Duration::from_millis(500);
+
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024 * 1024;
 /// Files the filter has its own copies of, which it uses whatever a server's reflection holds.
 const WELL_KNOWN_PREFIX: &str = "google/protobuf/";
