@@ -412,3 +412,73 @@ fn an_invalid_configuration_is_refused_with_its_reason_logged() {
         "{logs:?}"
     );
 }
+
+/// Reflection is read by the root context: its calls are the root's callouts, answered to it,
+/// and a refresh that fails is counted (an upstream without v1 is asked v1alpha first).
+#[test]
+fn reflection_is_read_by_the_root_context_and_a_failed_refresh_counted() {
+    let configuration =
+        r#"{"services": {"demo.catalog.v1.CatalogService": {"cluster": "catalog", "from_reflection": true}}}"#;
+    assert!(call::start(configuration));
+    assert_eq!(envoy(|envoy| envoy.tick_period_ms), Some(500), "reflection's pace");
+    let unimplemented = || map(&[(":status", b"200"), ("grpc-status", b"12")]);
+    let asked = |index: usize| {
+        let callout = envoy(|envoy| envoy.callouts[index].clone());
+        assert_eq!((callout.context, callout.cluster.as_str()), (call::ROOT, "catalog"));
+        let path = value_of(&callout.headers, ":path").unwrap_or_default();
+        (callout.token, String::from_utf8_lossy(path).into_owned())
+    };
+    let (token, path) = asked(0);
+    assert_eq!(path, "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo");
+    call::callout_answered(token, unimplemented(), &[], Vec::new());
+    let (token, path) = asked(1);
+    assert_eq!(path, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo");
+    call::callout_answered(token, unimplemented(), &[], Vec::new());
+    envoy(|envoy| {
+        let failed = "switchblade.reflection_refreshes.outcome.failed";
+        assert_eq!(envoy.metric(failed), Some(1), "{:?}", envoy.metrics);
+        assert!(envoy.replies.is_empty());
+    });
+}
+
+/// A request that goes away while its stream is out (the client closed the connection): the
+/// stream is cancelled, what the request told is published, and nothing is answered.
+#[test]
+fn a_request_gone_while_its_stream_is_out_cancels_it() {
+    assert!(call::start(&catalog("")));
+    watching(2, &[]);
+    call::done(2);
+    envoy(|envoy| {
+        assert!(envoy.streams[0].cancelled);
+        assert!(envoy.replies.is_empty());
+        let cancelled = "switchblade.tool_calls.tool.CatalogService_WatchItems.outcome.cancelled.grpc_status.CANCELLED";
+        assert_eq!(envoy.metric(cancelled), Some(1), "{:?}", envoy.metrics);
+        assert!(
+            envoy.properties_set.is_empty(),
+            "no access-log fields for a context that is done"
+        );
+    });
+    // The tick has nothing left to end for it.
+    advance(Duration::from_secs(5));
+    call::tick();
+    assert!(envoy(|envoy| envoy.replies.is_empty()));
+}
+
+#[test]
+fn a_body_over_the_limit_is_refused_before_it_is_read() {
+    assert!(call::start(&catalog(r#""max_request_bytes": 64"#)));
+    let body = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"ping","params":{{"pad":"{}"}}}}"#,
+        "x".repeat(100)
+    );
+    let head = call::request_headers(2, map(&[(":method", b"POST"), (":path", b"/mcp")]), false);
+    assert_eq!(head, Action::Continue);
+    assert_eq!(call::request_body(2, body.as_bytes(), false), Action::Pause);
+    let (reply, _) = reply_to(2);
+    assert_eq!(reply.status, 413);
+    assert_eq!(
+        envoy(|envoy| envoy.buffer_reads.get(&BufferType::HttpRequestBody).copied()),
+        None,
+        "never copied into the VM"
+    );
+}
