@@ -32,4 +32,4 @@ pub use crate::reflection::{ReflectionCall, Refreshed, Refresher, SharedRefreshe
 pub use crate::quota::counters::{Conflict, Counters, Expect, MemoryCounters, SharedCounters};
 
 // Stats and access-log fields, as each request and configuration tells them.
-pub use crate::observe::{predefined_samples, Metric, MetricKind, Observations, Sample, STAT_PREFIX};
+pub use crate::observe::{MetricKind, Observations, Sample, StatIds, STAT_PREFIX};

@@ -3,14 +3,12 @@
 //! wake-ups of its streams: deadlines of routed calls, cancellations).
 
 use std::any::Any;
-use std::collections::HashMap;
 use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use switchblade_core::host_api::{
-    configure_with_process_key, predefined_samples, process_key, serving_line, CallPart, ConfigError, Configured,
-    Counters, MemoryCounters, Metric, ReflectionCall, Refreshed, Sample, Server, SharedRefresher, TokenPayloadSource,
-    REFRESH_TICK,
+    configure_with_process_key, process_key, serving_line, CallPart, ConfigError, Configured, Counters, MemoryCounters,
+    ReflectionCall, Refreshed, Sample, Server, SharedRefresher, StatIds, TokenPayloadSource, REFRESH_TICK,
 };
 
 use crate::abi::{ConfigHost, Ticker, Wakeups};
@@ -29,13 +27,9 @@ pub struct Config {
     ticker: Option<Box<dyn Any + Send + Sync>>,
     /// Wakes routed calls whose deadline has passed, and streams whose request was cancelled.
     wakeups: Option<Wakeups>,
-    /// The id of each of [`Metric::ALL`] with Envoy's labels, in order; `None` where Envoy
-    /// refused it.
-    metric_ids: Vec<Option<usize>>,
-    /// Ids of the label sets most requests use, defined without labels (their names carry
-    /// them, and Envoy gives a labeled stat the same name): using a labeled stat costs Envoy a
-    /// name lookup each time, one of these an add.
-    predefined_ids: HashMap<String, usize, foldhash::fast::RandomState>,
+    /// Envoy's stat ids: each metric with labels, and the label sets most requests use by
+    /// name (defined without labels: Envoy gives a labeled stat the same name).
+    stat_ids: StatIds<usize>,
     /// The rate limits' counters, shared by every worker (and by the servers live reflection
     /// swaps in: calls in flight keep their places).
     counters: Counters,
@@ -57,25 +51,8 @@ impl Config {
                  and set `token_payload` to {{\"filter_state\": \"switchblade.token_payload\"}}; see docs/authorization.md"
             )));
         }
-        let metric_ids = Metric::ALL
-            .iter()
-            .map(|metric| {
-                let id = stats.define(metric.kind(), metric.name(), metric.label_names());
-                if id.is_none() {
-                    log::warn!("Envoy refused the stat {}; it is not recorded", metric.name());
-                }
-                id
-            })
-            .collect();
         let tools: Vec<&str> = server.catalog().tools().map(|tool| tool.name.as_str()).collect();
-        let predefined_ids = predefined_samples(&tools)
-            .iter()
-            .filter_map(|sample| {
-                let name = sample.name_in_namespace();
-                let id = stats.define(sample.metric.kind(), &name, &[])?;
-                Some((name, id))
-            })
-            .collect();
+        let stat_ids = StatIds::labelled(&tools, |kind, name, labels| stats.define(kind, name, labels));
         log::info!("{}", serving_line(&server, Some(took), true));
         Ok(Config {
             server: match refresher {
@@ -85,8 +62,7 @@ impl Config {
             live: refresher.map(SharedRefresher::new),
             ticker: None,
             wakeups: None,
-            metric_ids,
-            predefined_ids,
+            stat_ids,
             counters: Arc::new(MemoryCounters::default()),
         })
     }
@@ -181,16 +157,9 @@ impl Config {
         }
     }
 
-    /// Where a sample goes: its label set's own stat if it has one, or its metric with labels.
-    /// `name` is a buffer for the sample's name, reused across a request's samples.
+    /// Where a sample goes among Envoy's stats ([`StatIds::of`]).
     pub fn stat_of<'a>(&self, sample: &'a Sample<'_>, name: &mut String) -> Option<(usize, &'a [&'a str])> {
-        sample.write_name_in_namespace(name);
-        if let Some(id) = self.predefined_ids.get(name.as_str()) {
-            return Some((*id, &[]));
-        }
-        let index = Metric::ALL.iter().position(|known| *known == sample.metric)?;
-        let id = self.metric_ids.get(index).copied().flatten()?;
-        Some((id, &*sample.labels))
+        self.stat_ids.of(sample, name)
     }
 }
 

@@ -4,21 +4,23 @@
 //! `stats_tags` of every configuration in `envoy/`) turns them back into labels.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
-use switchblade_core::host_api::{MetricKind, Observations, Sample, STAT_PREFIX};
+use switchblade_core::host_api::{MetricKind, Observations, Sample, StatIds, STAT_PREFIX};
 
-/// One VM's stats. Envoy gives a new id each time a name is defined, so ids are kept by name.
+/// One VM's stats.
 #[derive(Default)]
 pub(crate) struct Stats {
     /// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report.
     memory: Option<u32>,
     memory_recorded: Cell<usize>,
-    /// Ids by tagged name. Bounded by the catalog: label values are tool names and fixed words.
-    ids: RefCell<BTreeMap<String, u32>>,
+    /// Each label set's stat, defined on first use (Envoy gives a new id each time a name is
+    /// defined). Bounded by the catalog: label values are tool names and fixed words.
+    ids: RefCell<StatIds<u32>>,
+    /// A buffer for a sample's name, reused.
+    name: RefCell<String>,
 }
 
 impl Stats {
@@ -48,26 +50,23 @@ impl Stats {
 
     /// Adds one sample, defining its stat on first use.
     pub(crate) fn add(&self, sample: &Sample<'_>) {
-        let mut ids = self.ids.borrow_mut();
-        let kind = sample.metric.kind();
-        let name = sample.tagged_name();
-        let id = match ids.get(&name) {
-            Some(id) => *id,
-            None => {
-                let metric_type = match kind {
-                    MetricKind::Counter => MetricType::Counter,
-                    MetricKind::Histogram => MetricType::Histogram,
-                };
-                match hostcalls::define_metric(metric_type, &name) {
-                    Ok(id) => *ids.entry(name).or_insert(id),
-                    Err(status) => {
-                        warn!("cannot define the stat {name}: {status:?}");
-                        return;
-                    }
-                }
-            }
+        let (Ok(mut ids), Ok(mut name)) = (self.ids.try_borrow_mut(), self.name.try_borrow_mut()) else {
+            return;
         };
-        let recorded = match kind {
+        let define = |kind, name: &str| {
+            let metric_type = match kind {
+                MetricKind::Counter => MetricType::Counter,
+                MetricKind::Histogram => MetricType::Histogram,
+            };
+            let name = format!("{STAT_PREFIX}.{name}");
+            hostcalls::define_metric(metric_type, &name)
+                .map_err(|status| warn!("cannot define the stat {name}: {status:?}"))
+                .ok()
+        };
+        let Some(id) = ids.of_or_define(sample, &mut name, define) else {
+            return;
+        };
+        let recorded = match sample.metric.kind() {
             MetricKind::Counter => hostcalls::increment_metric(id, i64::try_from(sample.value).unwrap_or(i64::MAX)),
             MetricKind::Histogram => hostcalls::record_metric(id, sample.value),
         };

@@ -5,10 +5,12 @@
 //!
 //! Every label value comes from the catalog or from a fixed list here, so a client cannot
 //! create a series: an unknown method is `other`, an unknown tool is no tool. How they become
-//! Envoy stats: [`stats`].
+//! Envoy stats: [`stats`]; where each goes among a host's stat ids: [`StatIds`].
 
+mod stat_ids;
 mod stats;
 
+pub use stat_ids::StatIds;
 pub use stats::{
     label_names, predefined_samples, tag_extraction_rules, Labels, Metric, MetricKind, Sample, STAT_PREFIX,
 };
