@@ -13,19 +13,21 @@
 //! host that can send an answer in parts (an SSE stream) gets each call's progress
 //! notifications as they come.
 
+use std::fmt::Debug;
+
 use crate::cancel::CANCELLED_COMMENT;
-use crate::grpc::call_end::{CallEnd, CallPart, WholeCallResponse};
-use crate::http::{is_mcp_path, HeaderCopy, HttpResponse, McpHeaders};
+use crate::grpc::call_end::{CallPart, WholeCallResponse};
+use crate::http::{is_mcp_path, HttpResponse, McpHeaders};
 use crate::observe::Observations;
 use crate::server::{Outcome, Reply, Server};
 use crate::upstream::UpstreamCall;
 
-use std::fmt::Debug;
-
 mod host;
+mod routed;
 mod timetable;
 pub(crate) use host::CallId;
 pub use host::{Answer, ExchangeHost, RequestHead};
+pub use routed::RoutedAnswer;
 pub use timetable::{timer_period, Ending, OpenStream, RequestHandle, Timetable, TIMETABLE_TICK};
 
 // The fake host the tests, the fuzz targets and the benchmarks drive the exchange through.
@@ -45,15 +47,6 @@ pub enum Step {
     Answered,
     /// Made the call itself: let it go on to the host's router.
     Routed,
-}
-
-/// The answer to a routed call, to write in place of its upstream's.
-#[derive(Debug)]
-pub struct RoutedAnswer {
-    /// The tool result.
-    pub response: HttpResponse,
-    /// The headers the upstream's answer came with (empty if none), to rewrite.
-    pub upstream_headers: HeaderCopy,
 }
 
 enum State {
@@ -223,25 +216,6 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
         }
     }
 
-    /// Routes the call of a lone `tools/call` of a unary method where the host can (once it
-    /// has passed the rate limits), or starts the reply's calls.
-    fn route_or_call_out(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, mut reply: Reply) {
-        let cluster_header = server.routing().cluster_header.as_deref();
-        if let Some(cluster_header) = cluster_header.filter(|_| host.routes_calls()) {
-            let now = host.now();
-            if let Some(call) = server.take_routable_call(&mut reply, now, &mut self.observed) {
-                host.route_call(&call, cluster_header);
-                let id = self.next_call;
-                self.next_call += 1;
-                reply.started(id, call, now);
-                self.state = State::Routed(reply, id);
-                return;
-            }
-        }
-        self.state = State::CallingOut(reply);
-        self.advance(server, host);
-    }
-
     /// The state, left answered, if `wanted` says it is the one an event acts on; any other is
     /// left as it is (an event that does not belong to it changes nothing).
     fn take_state(&mut self, wanted: impl FnOnce(&State) -> bool) -> Option<State> {
@@ -262,49 +236,6 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
     /// Whether the request waits for its calls.
     pub fn is_calling_out(&self) -> bool {
         matches!(self.state, State::CallingOut(_))
-    }
-
-    /// Whether the request was made the call itself.
-    pub fn is_routed(&self) -> bool {
-        matches!(self.state, State::Routed(..))
-    }
-
-    /// A part of the routed call's answer (the request's response).
-    pub fn routed_heard(&mut self, server: &Server, part: CallPart<'_>) {
-        if let State::Routed(reply, id) = &mut self.state {
-            server.heard(reply, *id, part);
-        }
-    }
-
-    /// The routed call's answer is whole: the tool result to write in its place, after what
-    /// the request told is published.
-    pub fn routed_answer(
-        &mut self,
-        server: &Server,
-        host: &mut impl ExchangeHost<CallHandle = K>,
-    ) -> Option<RoutedAnswer> {
-        let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
-            return None;
-        };
-        let upstream_headers = server.call_ended(&mut reply, id, false, host.now(), &mut self.observed);
-        host.publish(&self.observed);
-        Some(RoutedAnswer {
-            response: reply.into_response(),
-            upstream_headers,
-        })
-    }
-
-    /// The routed call's deadline has passed (the host's router would only reset a stream whose
-    /// answer has begun): it is answered DEADLINE_EXCEEDED.
-    pub fn routed_deadline_passed(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>) {
-        let Some(State::Routed(mut reply, id)) = self.take_state(|state| matches!(state, State::Routed(..))) else {
-            return;
-        };
-        let now = host.now();
-        if let Some((call, _)) = reply.take(id) {
-            server.file(&mut reply, &call, CallEnd::DeadlinePassed, now, &mut self.observed);
-        }
-        self.answer(host, &reply.into_response());
     }
 
     /// The call the host knows by `call` was answered whole, with a body of `body_size` bytes
