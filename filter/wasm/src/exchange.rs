@@ -3,8 +3,9 @@
 //! unary call is one HTTP callout, answered whole. A streaming call is a gRPC stream of Envoy's
 //! (its messages come one by one, so a bound can stop it at once); its deadline is kept by the
 //! root context's tick ([`crate::tick`]), which ends the call on this request's behalf, and so
-//! is a cancellation heard on another request (filed in shared data, where the tick reads it). Proxy-wasm answers a request
-//! once and whole, so the progress notifications of a streaming call go out with its result.
+//! is a cancellation heard on another request (filed in shared data, where the tick reads it).
+//! Proxy-wasm answers a request once and whole, so the progress notifications of a streaming
+//! call go out with its result.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -65,9 +66,8 @@ pub(crate) struct Host {
     /// This request, for the root context to act on its behalf.
     owner: Owner,
     stats: Rc<Stats>,
-    /// The plugin's shared data: the rate limits' counters, and cancellations.
-    shared: Arc<SharedData>,
-    /// The same, as the core takes its counters.
+    /// The plugin's shared data (`SharedData`), as the core takes it: the rate limits'
+    /// counters, and cancellations.
     counters: Counters,
     clock: Clock,
     /// The trailing metadata of each stream, until it closes with its status.
@@ -97,7 +97,7 @@ impl Exchange {
         shared: Arc<SharedData>,
         clock: Clock,
     ) -> Self {
-        let counters: Counters = shared.clone();
+        let counters: Counters = shared;
         let inner = Rc::new_cyclic(|owner| {
             RefCell::new(Inner {
                 server,
@@ -108,7 +108,6 @@ impl Exchange {
                         inner: owner.clone(),
                     },
                     stats,
-                    shared,
                     counters,
                     clock,
                     trailing: HashMap::new(),
@@ -381,7 +380,7 @@ impl ExchangeHost for Host {
     }
 
     fn file_cancel(&mut self, key: &CancelKey) {
-        key.file_in(&*self.shared, now());
+        key.file_in(&*self.counters, now());
     }
 }
 

@@ -321,14 +321,13 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
     /// result is filed, and the calls that may, start; the reply goes once none is out or
     /// waiting. A call ended already (or never started) is ignored.
     pub fn call_ended(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, call: K, reset: bool) {
-        if !self.is_calling_out() {
-            return;
-        }
         if let Some(id) = forget_handle(&mut self.calls, call) {
             self.file_end(server, host, id, reset);
         }
     }
 
+    /// Files call `id`'s end, if the request still waits for its calls; then the calls that
+    /// may, start.
     fn file_end(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, id: CallId, reset: bool) {
         let State::CallingOut(reply) = &mut self.state else {
             return;

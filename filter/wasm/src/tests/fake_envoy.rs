@@ -136,6 +136,17 @@ fn give(value: Vec<u8>, data: *mut *mut u8, size: *mut usize) {
     }
 }
 
+/// Hands `value` to the SDK if there is one; else the host's "not found".
+fn give_found(value: Option<Vec<u8>>, data: *mut *mut u8, size: *mut usize) -> Status {
+    match value {
+        Some(value) => {
+            give(value, data, size);
+            Status::Ok
+        }
+        None => Status::NotFound,
+    }
+}
+
 fn put<T>(out: *mut T, value: T) {
     // SAFETY: rule 1 (an out-pointer to the SDK's local).
     unsafe { *out = value }
@@ -221,13 +232,7 @@ extern "C" fn proxy_get_buffer_bytes(
         let end = start.saturating_add(max_size).min(buffer.len());
         Some(buffer[start..end].to_vec())
     });
-    match value {
-        Some(value) => {
-            give(value, return_buffer_data, return_buffer_size);
-            Status::Ok
-        }
-        None => Status::NotFound,
-    }
+    give_found(value, return_buffer_data, return_buffer_size)
 }
 
 #[no_mangle]
@@ -272,13 +277,7 @@ extern "C" fn proxy_get_header_map_value(
             .find(|(known, _)| *known == name)
             .map(|(_, value)| value.clone())
     });
-    match value {
-        Some(value) => {
-            give(value, return_value_data, return_value_size);
-            Status::Ok
-        }
-        None => Status::NotFound,
-    }
+    give_found(value, return_value_data, return_value_size)
 }
 
 #[no_mangle]
@@ -309,13 +308,8 @@ extern "C" fn proxy_get_property(
     return_value_size: *mut usize,
 ) -> Status {
     let path = property_path(path_data, path_size);
-    match envoy(|envoy| envoy.properties.get(&path).cloned()) {
-        Some(value) => {
-            give(value, return_value_data, return_value_size);
-            Status::Ok
-        }
-        None => Status::NotFound,
-    }
+    let value = envoy(|envoy| envoy.properties.get(&path).cloned());
+    give_found(value, return_value_data, return_value_size)
 }
 
 #[no_mangle]
