@@ -11,6 +11,9 @@ use crate::quota::counters::{Expect, SharedCounters};
 use crate::reflection::{Discovery, Refresher};
 use crate::server::Server;
 
+mod served;
+pub use served::{Build, ServedServer, ServerRef};
+
 /// A configuration, ready to serve.
 #[derive(Debug)]
 pub struct Configured {

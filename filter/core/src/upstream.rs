@@ -274,6 +274,15 @@ impl UpstreamCall {
             .unwrap_or_default()
     }
 
+    /// The metadata for a host's gRPC client, which keeps no deadline itself: the call's, and
+    /// the deadline as `grpc-timeout` so that the upstream can stop too.
+    pub fn stream_metadata(&self) -> Vec<(&str, &[u8])> {
+        self.metadata()
+            .chain([("grpc-timeout", self.grpc_timeout())])
+            .map(|(name, value)| (name, value.as_bytes()))
+            .collect()
+    }
+
     /// gRPC metadata: the service's static metadata, then the forwarded request headers.
     pub fn metadata(&self) -> impl Iterator<Item = (&str, &str)> {
         self.metadata

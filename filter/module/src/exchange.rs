@@ -1,162 +1,96 @@
 //! One MCP request through the module: an adapter from Envoy's stream hooks (over a
-//! [`StreamHost`]) to the core's [`Exchange`](switchblade_core::host_api::Exchange), and from
-//! what it asks to the stream. The module has what proxy-wasm lacks: a router for calls (a lone
-//! `tools/call` becomes the request itself, rewritten into the gRPC call and forwarded by
-//! Envoy's router, the route picking the cluster from a header, `routing.cluster_header`; its
-//! answer is rewritten into the tool result), answers sent in parts (progress notifications as
-//! they come), and timers.
-//!
-//! Envoy may call this exchange's call hooks from inside a call it makes on the exchange's
-//! behalf (`start_call`, `reset_call`): they find the core in use, and what they tell is
-//! deferred until it is free. After a hook panicked the exchange is poisoned: the request gets
-//! one answer at most, and nothing more is done for it.
+//! [`StreamHost`]) to the core's [`ReentrantExchange`], which keeps what Envoy tells while it is
+//! busy and says what is left to do after a panic. The module has what proxy-wasm lacks: a
+//! router for calls ([`routed`]), answers sent in parts, and timers.
 
 use std::cell::{Cell, RefCell};
 
-use switchblade_core::host_api::{self, CallPart, Deferred, HeaderCopy, HttpResponse, Server, Step};
+use switchblade_core::host_api::{
+    AfterPanic, CallPart, Exchange as Core, HeaderCopy, ReentrantExchange, Server, ServerRef, Step,
+};
 
-use crate::config::{Config, ServerRef};
+use crate::config::Config;
 use crate::host::{Alarm, Body, HeaderMap, StreamHost};
 
 use adapter::{Adapter, Head};
 
-/// The wake-up that says a routed call's deadline has passed.
-pub const DEADLINE_PASSED: u64 = 1;
-/// The wake-up that says the client cancelled the request (`notifications/cancelled`, heard on
-/// another stream).
-pub const CANCELLED: u64 = 2;
-/// The wake-up that says a task's next poll is due.
-pub const POLL_DUE: u64 = 3;
+/// The wake-ups the exchange asks for, by event id: a routed call's deadline has passed, the
+/// client cancelled the request (heard on another stream), a task's next poll is due.
+pub const DEADLINE_PASSED: u64 = 0;
+pub const CANCELLED: u64 = 1;
+pub const POLL_DUE: u64 = 2;
 
 /// What a hook tells Envoy to do with the stream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HookStatus {
-    /// Let it go on.
     Continue,
     /// Hold it (headers: the body still comes to this filter).
     Stop,
     /// Hold it, and keep the body in Envoy's buffer.
     Buffer,
-    /// Hold it; the body chunk is not kept (the request was answered, or the chunk was copied
-    /// out).
+    /// Hold it; the body chunk is not kept (answered, or copied out).
     Drop,
 }
 
-/// Where Envoy holds the request body the module read: a routed call's frame takes its place,
-/// with no call into Envoy for a part that holds nothing.
+/// Where Envoy holds the request body the module read (its buffer, the last chunk), for a routed
+/// call's frame to replace.
 #[derive(Debug, Clone, Copy, Default)]
 struct HeldBody {
-    /// In Envoy's buffer (the chunks before the last, which the module asked it to keep).
     buffered: bool,
-    /// In the chunk of the hook that ended the request.
     last_chunk: bool,
 }
 
 /// One HTTP request through the module.
 pub struct Exchange {
-    config: &'static Config,
+    pub config: &'static Config,
     /// The configuration's server when the request came.
-    server: ServerRef,
-    /// The request's exchange; Envoy's callout ids are its call handles.
-    core: RefCell<host_api::Exchange<u64>>,
-    /// What Envoy told about a call (by Envoy's id) while the core was in use.
-    deferred: RefCell<Vec<(u64, Deferred)>>,
-    /// Envoy's request header map as an MCP request's headers came (a routed call rewrites it;
-    /// it is not copied out of Envoy a second time).
+    server: ServerRef<'static>,
+    /// Envoy's callout ids are the core's call handles.
+    core: ReentrantExchange<u64>,
+    /// Envoy's request header map as an MCP request came, for a routed call to rewrite.
     request_map: RefCell<Option<HeaderCopy>>,
     held: Cell<HeldBody>,
-    /// An answer has gone (a local reply, the head of one in parts, or the tool result in
-    /// place of the routed call's): after a panic, a second one is never sent.
-    answered: Cell<bool>,
-    /// A hook panicked: nothing more is done for this request.
-    poisoned: Cell<bool>,
-    /// The routed call's deadline; dropping it cancels it.
-    deadline: RefCell<Option<Alarm>>,
-    /// Listens for the cancellation of a streaming call's request; dropping it stops listening.
-    cancel_listener: RefCell<Option<Alarm>>,
-    /// When a task's next poll is due; dropping it cancels it.
-    poll: RefCell<Option<Alarm>>,
+    /// The wake-ups asked for, by event id; dropping one cancels it.
+    alarms: RefCell<[Option<Alarm>; 3]>,
 }
 
 impl Exchange {
     pub fn new(config: &'static Config) -> Self {
         Exchange {
             config,
-            server: config.current(),
-            core: RefCell::default(),
-            deferred: RefCell::default(),
-            request_map: RefCell::new(None),
+            server: config.served.current(),
+            core: ReentrantExchange::default(),
+            request_map: RefCell::default(),
             held: Cell::default(),
-            answered: Cell::new(false),
-            poisoned: Cell::new(false),
-            deadline: RefCell::new(None),
-            cancel_listener: RefCell::new(None),
-            poll: RefCell::new(None),
+            alarms: RefCell::default(),
         }
-    }
-
-    pub fn config(&self) -> &'static Config {
-        self.config
-    }
-
-    fn server(&self) -> &Server {
-        self.server.get()
     }
 
     pub fn is_poisoned(&self) -> bool {
-        self.poisoned.get()
+        self.core.is_poisoned()
     }
 
-    /// A hook panicked: the request is answered with an internal error if nothing has been
-    /// answered yet, or reset; from now on every hook lets the stream be.
+    /// A hook panicked: from now on every hook lets the stream be.
     pub fn poison(&self, host: &impl StreamHost) {
-        if self.poisoned.replace(true) {
+        let Some(after) = self.core.poison() else {
             return;
-        }
+        };
         self.stop_alarms();
-        self.deadline.replace(None);
-        if self.answered.replace(true) {
-            host.reset();
-            return;
+        match after {
+            AfterPanic::Reset => host.reset(),
+            AfterPanic::Answer(response) => {
+                host.send_response(response.status, &response.header_pairs(), &response.body)
+            }
         }
-        let response = HttpResponse::internal_error();
-        host.send_response(response.status, &response.header_pairs(), &response.body);
     }
 
-    /// Runs `event` on the core with this stream as its host, then delivers what Envoy told
-    /// meanwhile; `None` if the core is in use (Envoy called a hook from inside one of the
-    /// core's calls).
+    /// Runs `event` on the core with this stream as its host; `None` if the core is in use.
     fn run<H: StreamHost, R>(
         &self,
         stream: &H,
-        event: impl FnOnce(&mut host_api::Exchange<u64>, &Server, &mut Adapter<'_, H>) -> R,
+        event: impl FnOnce(&mut Core<u64>, &Server, &mut Adapter<'_, H>) -> R,
     ) -> Option<R> {
-        let result = {
-            let mut core = self.core.try_borrow_mut().ok()?;
-            event(&mut core, self.server(), &mut Adapter { stream, exchange: self })
-        };
-        self.deliver_deferred(stream);
-        Some(result)
-    }
-
-    fn deliver_deferred(&self, stream: &impl StreamHost) {
-        loop {
-            let deferred = std::mem::take(&mut *self.deferred.borrow_mut());
-            if deferred.is_empty() {
-                return;
-            }
-            for (call, event) in deferred {
-                match event {
-                    Deferred::Part(part) => self.call_heard(stream, call, part.as_part()),
-                    Deferred::Ended { reset } => self.call_ended(stream, call, reset),
-                }
-            }
-        }
-    }
-
-    /// Where the request stands, as the core last said.
-    fn step(&self) -> Option<Step> {
-        self.core.try_borrow().ok().map(|core| core.step())
+        self.core.run(&self.server, &mut self.adapter(stream), event)
     }
 
     pub fn request_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
@@ -164,29 +98,26 @@ impl Exchange {
             stream: host,
             map: &self.request_map,
         };
-        let step = self.run(host, |core, server, adapter| {
+        match self.run(host, |core, server, adapter| {
             core.request_headers(server, adapter, &head, end_of_stream)
-        });
-        match step {
+        }) {
             Some(Step::ReadBody) => HookStatus::Stop,
             step => hook_status(step),
         }
     }
 
     pub fn request_body(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
-        match self.step() {
-            Some(Step::ReadBody) => {}
-            step => return hook_status(step),
+        if self.core.step() != Some(Step::ReadBody) {
+            return hook_status(self.core.step());
         }
         let size = host.body_size(Body::BufferedRequest) + host.body_size(Body::ReceivedRequest);
-        let step = self.run(host, |core, server, adapter| {
+        hook_status(self.run(host, |core, server, adapter| {
             core.request_body(server, adapter, size, end_of_stream, || self.read_body(host))
-        });
-        hook_status(step)
+        }))
     }
 
     pub fn request_trailers(&self, host: &impl StreamHost) -> HookStatus {
-        match self.step() {
+        match self.core.step() {
             Some(Step::ReadBody) => {}
             Some(Step::Continue) => return HookStatus::Continue,
             _ => return HookStatus::Stop,
@@ -195,17 +126,14 @@ impl Exchange {
             core.request_trailers(server, adapter, || self.read_body(host))
         });
         if step == Some(Step::Routed) {
-            // The gRPC call carries nothing of the client's but what the core chose: its
-            // trailers would reach the upstream as metadata.
+            // The client's trailers would reach the upstream as metadata.
             let trailers = host.headers(HeaderMap::RequestTrailers);
             rewrite::<&[u8]>(host, HeaderMap::RequestTrailers, &trailers, &[]);
         }
         hook_status(step)
     }
 
-    /// The whole request body. One that is all in one place is used as it is: in the last
-    /// chunk (Envoy buffered nothing before it), or in Envoy's buffer (HTTP/1.1 ends a body with
-    /// an empty chunk).
+    /// The whole request body (HTTP/1.1 ends one with an empty chunk).
     fn read_body(&self, host: &impl StreamHost) -> Vec<u8> {
         let buffered = host.body(Body::BufferedRequest);
         let received = host.body(Body::ReceivedRequest);
@@ -223,56 +151,48 @@ impl Exchange {
 
     /// A wake-up the exchange asked for.
     pub fn wake(&self, host: &impl StreamHost, event: u64) {
-        match event {
-            DEADLINE_PASSED => {
-                self.deadline.replace(None);
-                self.run(host, |core, server, adapter| {
-                    core.routed_deadline_passed(server, adapter)
-                });
-            }
-            CANCELLED => {
-                self.cancel_listener.replace(None);
-                self.run(host, |core, server, adapter| core.cancelled(server, adapter));
-            }
-            POLL_DUE => {
-                self.poll.replace(None);
-                self.run(host, |core, server, adapter| core.wake(server, adapter));
-            }
+        self.keep_alarm(event, None);
+        self.run(host, |core, server, adapter| match event {
+            DEADLINE_PASSED => core.routed_deadline_passed(server, adapter),
+            CANCELLED => core.cancelled(server, adapter),
+            POLL_DUE => core.wake(server, adapter),
             _ => {}
-        }
+        });
     }
 
-    /// A part of a call's answer (`call`: Envoy's id), or kept until the core is free.
+    /// A part of a call's answer (`call`: Envoy's id).
     pub fn call_heard(&self, host: &impl StreamHost, call: u64, part: CallPart<'_>) {
-        if self.core.try_borrow_mut().is_err() {
-            self.deferred.borrow_mut().push((call, Deferred::from(part)));
-            return;
-        }
-        self.run(host, |core, server, adapter| {
-            core.call_heard(server, adapter, call, part)
-        });
+        self.core.call_heard(&self.server, &mut self.adapter(host), call, part);
     }
 
-    /// A call has ended (`reset`: without a whole answer; `call`: Envoy's id), or kept until
-    /// the core is free.
+    /// A call has ended (`reset`: without a whole answer; `call`: Envoy's id).
     pub fn call_ended(&self, host: &impl StreamHost, call: u64, reset: bool) {
-        if self.core.try_borrow_mut().is_err() {
-            self.deferred.borrow_mut().push((call, Deferred::Ended { reset }));
-            return;
-        }
-        self.run(host, |core, server, adapter| {
-            core.call_ended(server, adapter, call, reset)
-        });
+        self.core.call_ended(&self.server, &mut self.adapter(host), call, reset);
+    }
+
+    /// The stream as the core's host, for one event.
+    fn adapter<'a, H: StreamHost>(&'a self, stream: &'a H) -> Adapter<'a, H> {
+        Adapter { stream, exchange: self }
+    }
+
+    /// Keeps the alarm of wake-up `event`, in place of the one before (which is cancelled).
+    fn keep_alarm(&self, event: u64, alarm: Option<Alarm>) {
+        let index = usize::try_from(event).unwrap_or(usize::MAX);
+        // The one before is dropped (cancelled) once the alarms are no longer borrowed.
+        let before = self
+            .alarms
+            .borrow_mut()
+            .get_mut(index)
+            .map(|slot| std::mem::replace(slot, alarm));
+        drop(before);
     }
 
     fn stop_alarms(&self) {
-        self.cancel_listener.replace(None);
-        self.poll.replace(None);
+        drop(self.alarms.take());
     }
 }
 
-/// What a hook returns once the core has said where the request stands (`None`: the core was
-/// in use, and the hook holds the stream).
+/// A hook's status once the core has said where the request stands (`None`: it was in use).
 fn hook_status(step: Option<Step>) -> HookStatus {
     match step {
         Some(Step::Continue | Step::Routed) => HookStatus::Continue,
@@ -282,8 +202,8 @@ fn hook_status(step: Option<Step>) -> HookStatus {
     }
 }
 
-/// Makes `map`, of which `copy` is Envoy's copy, hold `wanted` and nothing else, with as few
-/// calls into Envoy as [`HeaderCopy::changes_to`] finds.
+/// Makes `map` (`copy`: Envoy's copy of it) hold `wanted` and nothing else, in as few calls as
+/// [`HeaderCopy::changes_to`] finds.
 fn rewrite<V: AsRef<[u8]>>(host: &impl StreamHost, map: HeaderMap, copy: &HeaderCopy, wanted: &[(&str, V)]) {
     let changes = copy.changes_to(wanted);
     for name in changes.removals {

@@ -1,11 +1,10 @@
-//! What the module's request logic asks of Envoy, as a small trait: the real host is one HTTP
-//! stream behind the ABI ([`crate::abi::Stream`]), and the exchange's unit tests run against a
-//! fake one. Everything here is safe Rust; the ABI behind it is in [`crate::abi`].
+//! What the module's request logic asks of Envoy, as a small safe trait: one HTTP stream behind
+//! the ABI ([`crate::abi::Stream`]), or the exchange's unit tests' fake.
 
 use std::any::Any;
 use std::time::Instant;
 
-use switchblade_core::host_api::{HeaderCopy, MetricKind, RequestFacts, TokenPayloadSource};
+use switchblade_core::host_api::{HeaderCopy, MetricKind};
 
 /// Which header map a call acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,15 +31,12 @@ pub struct Alarm(#[allow(dead_code)] pub Box<dyn Any>);
 pub trait StreamHost {
     /// The first value of a header, as bytes.
     fn header(&self, map: HeaderMap, name: &str) -> Option<Vec<u8>>;
-    /// Every header of a map, in order.
     fn headers(&self, map: HeaderMap) -> HeaderCopy;
     /// Sets a header to one value, in place of all it had.
     fn set_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
     /// Adds a value to a header, keeping those it has.
     fn add_header(&self, map: HeaderMap, name: &str, value: &[u8]) -> bool;
-    /// Removes every value of a header.
     fn remove_header(&self, map: HeaderMap, name: &str);
-    /// The bytes of a body.
     fn body(&self, body: Body) -> Vec<u8>;
     fn body_size(&self, body: Body) -> usize;
     /// Replaces a body: drains it, then appends `bytes`.
@@ -67,33 +63,15 @@ pub trait StreamHost {
     /// Starts an HTTP request to `cluster`, sent whole: its answer comes in parts to the
     /// exchange's `call_*` hooks under the id returned, or Envoy's refusal.
     fn start_call(&self, cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout_ms: u64) -> Result<u64, u32>;
-    /// Cancels a call it started (the upstream stream is reset).
+    /// Cancels a call it started.
     fn reset_call(&self, call: u64);
     /// Asks for the exchange's `wake` hook at `when`, with `event`; `None` if the host cannot.
     fn wake_at(&self, when: Instant, event: u64) -> Option<Alarm>;
-    /// Asks for the exchange's `wake` hook, with `event`, when another stream of the same
-    /// configuration cancels `cancel_key` ([`Self::cancel_listeners`]); `None` if the host cannot.
+    /// Asks for the `wake` hook, with `event`, when another stream of the same configuration
+    /// cancels `cancel_key` ([`Self::cancel_listeners`]); `None` if the host cannot.
     fn listen_for_cancel(&self, cancel_key: &str, event: u64) -> Option<Alarm>;
     /// Wakes the streams listening for `cancel_key`; how many.
     fn cancel_listeners(&self, cancel_key: &str) -> usize;
-}
-
-/// What the core asks of a request beyond its headers and body, from its stream.
-pub struct Facts<'a, H>(pub &'a H);
-
-impl<H: StreamHost> RequestFacts for Facts<'_, H> {
-    /// Envoy 1.40's module ABI reads only top-level metadata values, so the token payload comes
-    /// through filter state (the configuration check refuses a metadata source).
-    fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
-        match source {
-            TokenPayloadSource::FilterState(key) => self.0.filter_state(key),
-            TokenPayloadSource::Metadata { .. } => None,
-        }
-    }
-
-    fn client_address(&self) -> Option<String> {
-        self.0.client_address()
-    }
 }
 
 /// What a configuration needs of Envoy while it is made: its stats.

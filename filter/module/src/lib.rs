@@ -1,13 +1,8 @@
-//! Switchblade as an Envoy dynamic module: the same core as the Wasm filter, native, for
-//! Envoy 1.40. Envoy loads `libswitchblade_module.so` through `envoy.filters.http.dynamic_modules`
-//! and calls the hooks in [`abi`], the only place with `unsafe`. Above it, in safe Rust:
-//! [`config`] is one filter configuration, shared by Envoy's workers; [`exchange`] adapts one
-//! request's hooks to the core's exchange, over the small [`host`] trait that the ABI
-//! implements and the tests fake.
-//!
-//! A module runs in Envoy's process with no sandbox: a crash is Envoy's crash. So the core it
-//! runs is the one the Wasm build runs (fuzzed, and tested through a real Envoy), every hook
-//! catches panics, and the crate is built with unwinding (`--profile module`) so that one can.
+//! Switchblade as an Envoy 1.40 dynamic module: the Wasm filter's core, native. Envoy calls
+//! the hooks in [`abi`], the only place with `unsafe`; [`config`] is one filter configuration,
+//! shared by Envoy's workers; [`exchange`] adapts one request's hooks to the core, over the
+//! [`host`] trait that the ABI implements and the tests fake. A crash here is Envoy's crash:
+//! every hook catches panics, so the crate is built to unwind (`--profile module`).
 
 // A panic that aborts cannot be caught: it would take Envoy down with it.
 #[cfg(panic = "abort")]

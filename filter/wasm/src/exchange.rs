@@ -1,11 +1,8 @@
 //! One HTTP request through the filter: an adapter from proxy-wasm's callbacks to the core's
 //! [`Exchange`](switchblade_core::host_api::Exchange), and from what it asks to host calls. A
-//! unary call is one HTTP callout, answered whole. A streaming call is a gRPC stream of Envoy's
-//! (its messages come one by one, so a bound can stop it at once); its deadline is kept by the
-//! root context's tick ([`crate::tick`]), which ends the call on this request's behalf, and so
-//! is a cancellation heard on another request (filed in shared data, where the tick reads it).
-//! Proxy-wasm answers a request once and whole, so the progress notifications of a streaming
-//! call go out with its result.
+//! unary call is one HTTP callout, answered whole; a streaming call is one of Envoy's gRPC
+//! streams, whose deadline and cancellation the root context's tick keeps ([`crate::tick`]).
+//! Proxy-wasm answers a request once and whole: progress notifications go with the result.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -13,26 +10,25 @@ use std::rc::{Rc, Weak};
 use std::sync::Arc;
 use std::time::Duration;
 
-use log::{error, warn};
+use log::error;
 use proxy_wasm::hostcalls;
 use proxy_wasm::traits::{Context, HttpContext};
 use proxy_wasm::types::{Action, BufferType, MapType};
 use switchblade_core::host_api::{
-    self, Answer, CallKind, CallPart, CancelKey, Counters, ExchangeHost, HeaderCopy, HeaderPair, Observations,
-    OpenStream, RequestFacts, RequestHandle, RequestHead, Server, Step, Timetable, TokenPayloadSource, UpstreamCall,
+    Answer, CallKind, CancelKey, Counters, Exchange as Core, ExchangeHost, HeaderPair, Observations, OpenStream,
+    RequestFacts, RequestHandle, RequestHead, Server, Step, Timetable, TokenPayloadSource, UpstreamCall,
 };
 
 use crate::host_io::{
-    buffer, call_out, call_response, header_pairs, header_value, log_fields, map_bytes, now, Facts, HeaderMapBytes,
-    SharedData,
+    buffer, call_out, call_response, header_pairs, header_value, log_fields, map_bytes, now, HeaderMapBytes,
 };
 use crate::stats::Stats;
 
-/// The VM's open streams, wake-ups and calls started from the tick, which each request writes
-/// and the root context's tick reads.
+/// The VM's open streams, wake-ups and calls started from the tick: requests write it, the
+/// root context's tick reads it.
 pub(crate) type Clock = Rc<RefCell<Timetable<Owner>>>;
 
-/// A request, as the root context reaches it: its HTTP context, and its state.
+/// A request, as the root context reaches it.
 #[derive(Clone)]
 pub(crate) struct Owner {
     pub(crate) context_id: u32,
@@ -54,35 +50,38 @@ pub(crate) struct Exchange {
     inner: Rc<RefCell<Inner>>,
 }
 
-/// The request, which the root context also reaches (a stream's deadline, a poll due).
+/// The request, which the root context's tick also reaches.
 pub(crate) struct Inner {
-    server: Rc<Server>,
-    exchange: host_api::Exchange<Handle>,
+    server: Arc<Server>,
+    exchange: Core<Handle>,
     host: Host,
+}
+
+/// What every request of a VM shares.
+#[derive(Clone)]
+pub(crate) struct Vm {
+    pub(crate) stats: Rc<Stats>,
+    /// The plugin's shared data: the rate limits' counters, and cancellations.
+    pub(crate) counters: Counters,
+    pub(crate) clock: Clock,
 }
 
 /// What the core's exchange asks of the host, done with proxy-wasm's host calls.
 pub(crate) struct Host {
-    /// This request, for the root context to act on its behalf.
     owner: Owner,
-    stats: Rc<Stats>,
-    /// The plugin's shared data (`SharedData`), as the core takes it: the rate limits'
-    /// counters, and cancellations.
-    counters: Counters,
-    clock: Clock,
-    /// The trailing metadata of each stream, until it closes with its status.
+    vm: Vm,
+    /// Each stream's trailing metadata, until it closes with its status.
     trailing: HashMap<u32, HeaderMapBytes>,
-    /// The key a client's `notifications/cancelled` names this request by, and when it came:
-    /// for a lone streaming call, whose stream the tick ends if it is cancelled.
+    /// The key a `notifications/cancelled` names this request by, and when it came.
     cancel: Option<(CancelKey, Duration)>,
-    /// The host acts from the root context (its tick, or a callout it was handed): each callout
-    /// started is filed with the clock as this request's, for the root to hand its answer back.
+    /// Acting from the root context: a callout started is filed with the clock, for the root
+    /// to hand its answer back.
     from_root: bool,
-    /// The request is gone (its context is done): what it told goes to the stats only.
+    /// The request is gone: what it told goes to the stats only.
     gone: bool,
 }
 
-/// What the host knows a call by. Callouts and gRPC streams are numbered apart.
+/// What the host knows a call by: callouts and gRPC streams are numbered apart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Handle {
     Callout(u32),
@@ -90,68 +89,75 @@ pub(crate) enum Handle {
 }
 
 impl Exchange {
-    pub(crate) fn new(
-        context_id: u32,
-        server: Rc<Server>,
-        stats: Rc<Stats>,
-        shared: Arc<SharedData>,
-        clock: Clock,
-    ) -> Self {
-        let counters: Counters = shared;
-        let inner = Rc::new_cyclic(|owner| {
+    pub(crate) fn new(context_id: u32, server: Arc<Server>, vm: Vm) -> Self {
+        let inner = Rc::new_cyclic(|inner| {
+            let owner = Owner {
+                context_id,
+                inner: inner.clone(),
+            };
+            let (trailing, cancel, from_root, gone) = (HashMap::new(), None, false, false);
+            let host = Host {
+                owner,
+                vm,
+                trailing,
+                cancel,
+                from_root,
+                gone,
+            };
             RefCell::new(Inner {
                 server,
-                exchange: host_api::Exchange::default(),
-                host: Host {
-                    owner: Owner {
-                        context_id,
-                        inner: owner.clone(),
-                    },
-                    stats,
-                    counters,
-                    clock,
-                    trailing: HashMap::new(),
-                    cancel: None,
-                    from_root: false,
-                    gone: false,
-                },
+                exchange: Core::default(),
+                host,
             })
         });
         Exchange { inner }
+    }
+
+    /// Hands one of the request's own events to the core's exchange.
+    fn event<R>(&self, event: impl FnOnce(&mut Core<Handle>, &Server, &mut Host) -> R) -> R {
+        self.inner.borrow_mut().event(false, event)
+    }
+}
+
+impl Inner {
+    /// Hands an event to the core's exchange, the host acting from the root context
+    /// (`from_root`) or from the request's own.
+    pub(crate) fn event<R>(
+        &mut self,
+        from_root: bool,
+        event: impl FnOnce(&mut Core<Handle>, &Server, &mut Host) -> R,
+    ) -> R {
+        let Inner { server, exchange, host } = self;
+        host.from_root = from_root;
+        let result = event(exchange, server, host);
+        host.from_root = false;
+        result
     }
 }
 
 impl Context for Exchange {
     fn on_done(&mut self) -> bool {
         if let Ok(mut inner) = self.inner.try_borrow_mut() {
-            let Inner { server, exchange, host } = &mut *inner;
-            host.gone = true;
-            exchange.request_gone(server, host);
+            inner.host.gone = true;
+            inner.event(false, |exchange, server, host| exchange.request_gone(server, host));
         }
         true
     }
 
     fn on_http_call_response(&mut self, token: u32, headers: usize, body_size: usize, trailers: usize) {
-        self.inner
-            .borrow_mut()
-            .call_answered(token, (headers, body_size, trailers), false);
+        let read = || call_response(headers, body_size, trailers);
+        let call = Handle::Callout(token);
+        self.event(|exchange, server, host| exchange.call_answered(server, host, call, body_size, read));
     }
 
     fn on_grpc_stream_initial_metadata(&mut self, token: u32, _count: u32) {
-        let headers = HeaderCopy::from_iter([(":status", "200")]);
-        self.inner.borrow_mut().stream_heard(token, CallPart::Headers(headers));
+        self.event(|exchange, server, host| exchange.stream_began(server, host, Handle::Stream(token)));
     }
 
     fn on_grpc_stream_message(&mut self, token: u32, size: usize) {
-        let mut inner = self.inner.borrow_mut();
-        let Inner { server, exchange, host } = &mut *inner;
-        let stream = Handle::Stream(token);
-        // A message past the bound stops the stream before it is copied into the VM, whose
-        // memory never shrinks.
-        if exchange.message_coming(server, host, stream, size) {
-            let message = buffer(BufferType::GrpcReceiveBuffer, size);
-            exchange.call_heard(server, host, stream, CallPart::Message(&message));
-        }
+        // Read only if the core takes it: one past a bound never enters the VM's memory.
+        let read = || buffer(BufferType::GrpcReceiveBuffer, size);
+        self.event(|exchange, server, host| exchange.stream_message(server, host, Handle::Stream(token), size, read));
     }
 
     fn on_grpc_stream_trailing_metadata(&mut self, token: u32, count: u32) {
@@ -159,148 +165,84 @@ impl Context for Exchange {
         self.inner.borrow_mut().host.trailing.insert(token, trailers);
     }
 
+    /// The status's message is read from the trailing metadata as bytes: the SDK's status
+    /// reader panics on one that is not UTF-8.
     fn on_grpc_stream_close(&mut self, token: u32, status: u32) {
-        let mut inner = self.inner.borrow_mut();
-        let Inner { server, exchange, host } = &mut *inner;
-        // The status comes as a number; its message (raw bytes, maybe not UTF-8, which the
-        // SDK's status reader would panic on) is in the trailing metadata, if it came.
-        let heard = host.trailing.remove(&token).unwrap_or_default();
-        host.clock.borrow_mut().close(token);
-        let stream = Handle::Stream(token);
-        let status_text = status.to_string();
-        let trailers = HeaderCopy::sized_from(
-            header_pairs(&heard)
-                .filter(|&(name, _)| name != "grpc-status")
-                .chain([("grpc-status", status_text.as_bytes())]),
-        );
-        let headers = HeaderCopy::from_iter([(":status", "200")]);
-        exchange.call_heard(server, host, stream, CallPart::Headers(headers));
-        exchange.call_heard(server, host, stream, CallPart::Trailers(trailers));
-        exchange.call_ended(server, host, stream, false);
+        self.event(|exchange, server, host| {
+            let trailing = host.trailing.remove(&token).unwrap_or_default();
+            host.vm.clock.borrow_mut().close(token);
+            exchange.stream_closed(server, host, Handle::Stream(token), status, header_pairs(&trailing));
+        });
     }
 }
 
 impl HttpContext for Exchange {
     fn on_http_request_headers(&mut self, _headers: usize, end_of_stream: bool) -> Action {
-        let mut inner = self.inner.borrow_mut();
-        let Inner { server, exchange, host } = &mut *inner;
-        match exchange.request_headers(server, host, &RequestHeaders, end_of_stream) {
-            // The host turns a paused header phase into "stop everything", and then no body
-            // callback would come: the headers go on, and the body phase pauses. The `buffer`
-            // filter after this one holds them back from the router (see envoy/).
-            // (Never routed: this host makes no request a call.)
+        match self
+            .event(|exchange, server, host| exchange.request_headers(server, host, &RequestHeaders, end_of_stream))
+        {
+            // A paused header phase would stop the body callbacks too: the headers go on, and
+            // the `buffer` filter after this one holds them back from the router (see envoy/).
             Step::Continue | Step::ReadBody | Step::Routed => Action::Continue,
             Step::Waiting | Step::Answered => Action::Pause,
         }
     }
 
+    /// Envoy buffers the body until it is complete (or answers 413 past its limit).
     fn on_http_request_body(&mut self, body_size: usize, end_of_stream: bool) -> Action {
-        let mut inner = self.inner.borrow_mut();
-        let Inner { server, exchange, host } = &mut *inner;
         let read = || buffer(BufferType::HttpRequestBody, body_size);
-        // Envoy buffers the body until it is complete (or answers 413 past its limit).
-        match exchange.request_body(server, host, body_size, end_of_stream, read) {
-            Step::Continue => Action::Continue,
-            _ => Action::Pause,
-        }
+        body_action(
+            self.event(|exchange, server, host| exchange.request_body(server, host, body_size, end_of_stream, read)),
+        )
     }
 
     /// A request with trailers ends with them, not with its last body chunk.
     fn on_http_request_trailers(&mut self, _trailers: usize) -> Action {
-        let mut inner = self.inner.borrow_mut();
-        let Inner { server, exchange, host } = &mut *inner;
         let read = || buffer(BufferType::HttpRequestBody, usize::MAX);
-        match exchange.request_trailers(server, host, read) {
-            Step::Continue => Action::Continue,
-            _ => Action::Pause,
-        }
+        body_action(self.event(|exchange, server, host| exchange.request_trailers(server, host, read)))
     }
 }
 
-impl Inner {
-    /// The answer to a callout (`from_root`: one the root context started for this request, a
-    /// task's poll), with its headers, body size and trailers; then the calls that may start.
-    pub(crate) fn call_answered(
-        &mut self,
-        token: u32,
-        (headers, body_size, trailers): (usize, usize, usize),
-        from_root: bool,
-    ) {
-        let read = || call_response(headers, body_size, trailers);
-        let callout = Handle::Callout(token);
-        self.event(from_root, |exchange, server, host| {
-            exchange.call_answered(server, host, callout, body_size, read)
-        });
-    }
-
-    fn stream_heard(&mut self, token: u32, part: CallPart<'_>) {
-        self.event(false, |exchange, server, host| {
-            exchange.call_heard(server, host, Handle::Stream(token), part)
-        });
-    }
-
-    /// The root context's tick ended the stream under `token` at its deadline (it is
-    /// cancelled already, and out of the timetable): the call ends with what came so far.
-    pub(crate) fn stream_deadline_passed(&mut self, token: u32) {
-        self.event(true, |exchange, server, host| {
-            exchange.call_ended(server, host, Handle::Stream(token), true)
-        });
-    }
-
-    /// The client cancelled the request (heard by the root context's tick).
-    pub(crate) fn cancelled(&mut self) {
-        self.event(true, |exchange, server, host| exchange.cancelled(server, host));
-    }
-
-    /// A task's next poll is due (the root context's tick).
-    pub(crate) fn wake(&mut self) {
-        self.event(true, |exchange, server, host| exchange.wake(server, host));
-    }
-
-    /// Hands an event to the core's exchange, with the host acting from the root context
-    /// (`from_root`) or from the request's own.
-    fn event(&mut self, from_root: bool, event: impl FnOnce(&mut host_api::Exchange<Handle>, &Server, &mut Host)) {
-        let Inner { server, exchange, host } = self;
-        host.from_root = from_root;
-        event(exchange, server, host);
-        host.from_root = false;
+/// A body phase goes on only for a request that is not the exchange's.
+fn body_action(step: Step) -> Action {
+    match step {
+        Step::Continue => Action::Continue,
+        _ => Action::Pause,
     }
 }
 
 impl Host {
-    /// Opens a gRPC stream for `call`, sends its request messages and half-closes it, and gives
-    /// it a deadline on the VM's clock; its answer comes to the context's `on_grpc_stream_*`.
+    /// Opens a gRPC stream for `call`, sends its messages and half-closes it, and files its
+    /// deadline with the clock.
     fn open_stream(&self, call: &UpstreamCall) -> Result<u32, String> {
         let (service, method) = call.service_and_method();
-        let mut metadata: Vec<(&str, &[u8])> = call.metadata().map(|(key, value)| (key, value.as_bytes())).collect();
-        // Sent so that the upstream can stop too; Envoy's gRPC client keeps no deadline itself.
-        metadata.push(("grpc-timeout", call.grpc_timeout().as_bytes()));
-        let token = hostcalls::open_grpc_stream(call.cluster(), service, method, metadata).map_err(|status| {
-            warn!("cannot open a gRPC stream on cluster {:?}: {status:?}", call.cluster());
-            format!("{status:?}")
-        })?;
+        let token = hostcalls::open_grpc_stream(call.cluster(), service, method, call.stream_metadata())
+            .map_err(|status| format!("cannot open a gRPC stream: {status:?}"))?;
         let messages = call.request_messages();
-        let sent = match messages.split_last() {
-            None => hostcalls::send_grpc_stream_message(token, None, true),
-            Some((last, first)) => first
-                .iter()
-                .try_for_each(|message| hostcalls::send_grpc_stream_message(token, Some(message), false))
-                .and_then(|()| hostcalls::send_grpc_stream_message(token, Some(last), true)),
+        let last = messages.len().saturating_sub(1);
+        let sent = match messages.is_empty() {
+            true => hostcalls::send_grpc_stream_message(token, None, true),
+            false => (messages.iter().enumerate()).try_for_each(|(index, message)| {
+                hostcalls::send_grpc_stream_message(token, Some(message), index == last)
+            }),
         };
         if let Err(status) = sent {
             let _ = hostcalls::cancel_grpc_stream(token);
             return Err(format!("cannot send on the gRPC stream: {status:?}"));
         }
-        self.clock.borrow_mut().open(OpenStream {
+        let deadline = now() + call.timeout();
+        let request = self.owner.clone();
+        self.vm.clock.borrow_mut().open(OpenStream {
             token,
-            deadline: now() + call.timeout(),
+            deadline,
             cancel: self.cancel,
-            request: self.owner.clone(),
+            request,
         });
         Ok(token)
     }
 }
 
+/// Proxy-wasm neither sends an answer in parts nor makes the request itself a call.
 impl ExchangeHost for Host {
     type CallHandle = Handle;
 
@@ -309,49 +251,35 @@ impl ExchangeHost for Host {
     }
 
     fn counters(&self) -> Option<&Counters> {
-        Some(&self.counters)
+        Some(&self.vm.counters)
     }
-
-    fn sends_in_parts(&self) -> bool {
-        false
-    }
-
-    /// Proxy-wasm cannot make the request itself a call: every call is called out.
-    fn routes_calls(&self) -> bool {
-        false
-    }
-
-    fn route_call(&mut self, _: &UpstreamCall, _: &str) {}
 
     fn start_call(&mut self, call: &UpstreamCall) -> Result<Handle, String> {
-        Ok(match call.kind() {
+        let handle = match call.kind() {
             CallKind::Unary => {
-                let token = call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout()).map_err(
-                    |status| {
-                        warn!("cannot call cluster {:?}: {status:?}", call.cluster());
-                        format!("{status:?}")
-                    },
-                )?;
+                let token = call_out(call.cluster(), &call.http_headers(), call.http_body(), call.timeout())
+                    .map_err(|status| format!("{status:?}"))?;
                 if self.from_root {
-                    self.clock.borrow_mut().adopt(token, self.owner.clone());
+                    self.vm.clock.borrow_mut().adopt(token, self.owner.clone());
                 }
                 Handle::Callout(token)
             }
             _ => Handle::Stream(self.open_stream(call)?),
-        })
+        };
+        Ok(handle)
     }
 
-    /// A callout cannot be cancelled; it ends with its context. A stream is cancelled (one the
-    /// tick cancelled already is refused, harmlessly).
+    /// A callout cannot be cancelled; it ends with its context. A stream the tick cancelled
+    /// already refuses harmlessly.
     fn reset_call(&mut self, call: Handle) {
         if let Handle::Stream(token) = call {
-            self.clock.borrow_mut().close(token);
+            self.vm.clock.borrow_mut().close(token);
             let _ = hostcalls::cancel_grpc_stream(token);
         }
     }
 
     fn publish(&mut self, observed: &Observations) {
-        self.stats.publish(observed);
+        observed.samples().iter().for_each(|sample| self.vm.stats.add(sample));
         if !self.gone {
             log_fields(observed);
         }
@@ -359,7 +287,6 @@ impl ExchangeHost for Host {
 
     fn send(&mut self, answer: Answer<'_>) {
         let Answer::Whole(response) = answer else {
-            // Never asked of a host that does not send in parts.
             error!("cannot send an answer in parts");
             return;
         };
@@ -367,11 +294,11 @@ impl ExchangeHost for Host {
         if let Err(status) = hostcalls::send_http_response(u32::from(response.status), response.header_pairs(), body) {
             error!("cannot send the reply: {status:?}");
         }
-        self.stats.record_memory();
+        self.vm.stats.record_memory();
     }
 
     fn wake_at(&mut self, at: Duration) -> bool {
-        self.clock.borrow_mut().wake(at, self.owner.clone());
+        self.vm.clock.borrow_mut().wake(at, self.owner.clone());
         true
     }
 
@@ -380,22 +307,28 @@ impl ExchangeHost for Host {
     }
 
     fn file_cancel(&mut self, key: &CancelKey) {
-        key.file_in(&*self.counters, now());
+        key.file_in(&*self.vm.counters, now());
     }
 }
 
 impl RequestFacts for Host {
+    /// The stream's dynamic metadata, serialized whole (the core picks the namespace and key),
+    /// or a filter state object's value.
     fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
-        Facts.token_payload(source)
+        let path = match source {
+            TokenPayloadSource::Metadata { .. } => vec!["metadata"],
+            TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
+        };
+        hostcalls::get_property(path).ok().flatten()
     }
 
     fn client_address(&self) -> Option<String> {
-        Facts.client_address()
+        let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
+        String::from_utf8(bytes).ok()
     }
 }
 
-/// The request's headers, read from the host. Most requests are not for the MCP path: one host
-/// call decides that; a request that is reads the whole map once.
+/// The request's headers: one host call each until the core reads them all (an MCP request's).
 struct RequestHeaders;
 
 impl RequestHead for RequestHeaders {

@@ -7,11 +7,9 @@ use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::{BufferType, Bytes, MapType, Status};
 use switchblade_core::host_api::{
-    Conflict, Expect, HeaderCopy, HeaderPair, Observations, RequestFacts, SharedCounters, TokenPayloadSource,
-    WholeCallResponse,
+    Conflict, Expect, HeaderCopy, HeaderPair, Observations, SharedCounters, WholeCallResponse,
 };
 
-/// The host's clock, for the time a call is out.
 pub(crate) fn now() -> Duration {
     hostcalls::get_current_time()
         .ok()
@@ -22,7 +20,6 @@ pub(crate) fn now() -> Duration {
 /// One HTTP callout: a request sent whole to `cluster`, answered in `on_http_call_response`
 /// under the token returned.
 pub(crate) fn call_out(cluster: &str, headers: &[(&str, &str)], body: &[u8], timeout: Duration) -> Result<u32, Status> {
-    // The SDK takes the headers as a vector.
     hostcalls::dispatch_http_call(cluster, headers.to_vec(), Some(body), Vec::new(), timeout)
 }
 
@@ -80,24 +77,21 @@ pub(crate) fn log_fields(observed: &Observations) {
     }
 }
 
-/// A check-and-set value no entry has in practice (Envoy numbers versions from 1 up, one per
-/// write): a set with it inserts a key where none is, and fails where another VM put one first.
+/// A check-and-set version no entry reaches (Envoy counts from 1, one per write): a set with it
+/// inserts a key where none is, and fails where another VM put one first.
 const ONLY_IF_ABSENT: u32 = u32::MAX;
 
-/// This plugin's part of proxy-wasm's shared data, which every VM of the filter (one per
-/// worker) reads and writes: the rate limits' counters, cancellations, the task key. Envoy
-/// keeps one store per `vm_id`, which other plugins with the same `vm_id` share (Istio sets
-/// none), so every key is under a prefix of this plugin's own name: another plugin does not
-/// meet these keys by accident (on purpose it can: SECURITY.md). A `set` with the version a
-/// `get` gave fails when another VM wrote in between (`CasMismatch`), and the core tries again.
+/// This plugin's part of proxy-wasm's shared data, which every worker's VM reads and writes (the
+/// rate limits' counters, cancellations, the task key). Envoy keeps one store per `vm_id`, which
+/// other plugins may share, so every key is under this plugin's name (SECURITY.md). A `set` with
+/// the version a `get` gave fails if another VM wrote in between, and the core tries again.
 #[derive(Debug)]
 pub(crate) struct SharedData {
     prefix: String,
 }
 
 impl SharedData {
-    /// The shared data of the plugin being configured: its keys under
-    /// `switchblade/<plugin name>/`.
+    /// The shared data of the plugin being configured, under `switchblade/<plugin name>/`.
     pub(crate) fn of_this_plugin() -> Self {
         let name = hostcalls::get_property(vec!["plugin_name"])
             .ok()
@@ -109,7 +103,6 @@ impl SharedData {
         }
     }
 
-    /// The store's key for a key of the filter's.
     fn key(&self, key: &str) -> String {
         format!("{}{key}", self.prefix)
     }
@@ -141,27 +134,5 @@ impl SharedCounters for SharedData {
             }
             Conflict
         })
-    }
-}
-
-/// What the core asks of the request beyond its headers and body, from the request's
-/// properties.
-pub(crate) struct Facts;
-
-impl RequestFacts for Facts {
-    /// The stream's dynamic metadata, serialized whole (`envoy.config.core.v3.Metadata`; the
-    /// core picks the namespace and key), or a filter state object's value.
-    fn token_payload(&self, source: &TokenPayloadSource) -> Option<Vec<u8>> {
-        let path = match source {
-            TokenPayloadSource::Metadata { .. } => vec!["metadata"],
-            TokenPayloadSource::FilterState(name) => vec!["filter_state", name.as_str()],
-        };
-        hostcalls::get_property(path).ok().flatten()
-    }
-
-    /// `source.address` (`127.0.0.1:54321`; the core cuts the port).
-    fn client_address(&self) -> Option<String> {
-        let bytes = hostcalls::get_property(vec!["source", "address"]).ok().flatten()?;
-        String::from_utf8(bytes).ok()
     }
 }

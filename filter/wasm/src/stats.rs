@@ -1,14 +1,13 @@
-//! The Wasm filter's Envoy stats: what each request told (see `switchblade_core::observe`),
-//! and the VM's memory. Proxy-wasm stats have no labels, so each label set is a stat of its
-//! own, defined on first use with its labels in the name; Envoy's tag extraction (the
-//! `stats_tags` of every configuration in `envoy/`) turns them back into labels.
+//! The Wasm filter's Envoy stats: what each request told, and the VM's memory. Proxy-wasm stats
+//! have no labels: each label set is a stat of its own, its labels in the name, which Envoy's
+//! tag extraction (`stats_tags` in `envoy/`) turns back into labels.
 
 use std::cell::{Cell, RefCell};
 
 use log::warn;
 use proxy_wasm::hostcalls;
 use proxy_wasm::types::MetricType;
-use switchblade_core::host_api::{MetricKind, Observations, Sample, StatIds, STAT_PREFIX};
+use switchblade_core::host_api::{MetricKind, Sample, StatIds, STAT_PREFIX};
 
 /// One VM's stats.
 #[derive(Default)]
@@ -16,10 +15,8 @@ pub(crate) struct Stats {
     /// `switchblade.vm_memory_bytes`: this VM's linear memory, which Envoy does not report.
     memory: Option<u32>,
     memory_recorded: Cell<usize>,
-    /// Each label set's stat, defined on first use (Envoy gives a new id each time a name is
-    /// defined). Bounded by the catalog: label values are tool names and fixed words.
+    /// Each label set's stat, defined on first use; as many as the catalog's label values.
     ids: RefCell<StatIds<u32>>,
-    /// A buffer for a sample's name, reused.
     name: RefCell<String>,
 }
 
@@ -38,13 +35,6 @@ impl Stats {
         if let (Some(metric), true) = (self.memory, bytes != self.memory_recorded.get()) {
             self.memory_recorded.set(bytes);
             let _ = hostcalls::record_metric(metric, u64::try_from(bytes).unwrap_or(u64::MAX));
-        }
-    }
-
-    /// Adds what one request told to the stats.
-    pub(crate) fn publish(&self, observed: &Observations) {
-        for sample in observed.samples() {
-            self.add(&sample);
         }
     }
 

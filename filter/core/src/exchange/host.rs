@@ -41,17 +41,22 @@ pub trait ExchangeHost: RequestFacts {
     /// The counters every worker shares, for the rate limits (none: only the rate limit
     /// service limits).
     fn counters(&self) -> Option<&Counters>;
-    /// Whether the host can send an answer in parts. One that cannot gets the progress
-    /// notifications of a streaming call with its result, in one answer.
-    fn sends_in_parts(&self) -> bool;
+    /// Whether the host can send an answer in parts. One that cannot (the default) gets the
+    /// progress notifications of a streaming call with its result, in one answer.
+    fn sends_in_parts(&self) -> bool {
+        false
+    }
     /// Whether the host can make the request itself a call, forwarded by its router
-    /// ([`Self::route_call`]), when the configuration names a cluster header for it.
-    fn routes_calls(&self) -> bool;
+    /// ([`Self::route_call`]), when the configuration names a cluster header for it (by
+    /// default it cannot).
+    fn routes_calls(&self) -> bool {
+        false
+    }
     /// Makes the request itself `call`'s gRPC call, for the host's router to forward to the
     /// cluster it names in the header `cluster_header`. Its answer comes back as the request's
     /// response: [`Exchange::routed_heard`], then [`Exchange::routed_answer`] (or
-    /// [`Exchange::routed_deadline_passed`]).
-    fn route_call(&mut self, call: &UpstreamCall, cluster_header: &str);
+    /// [`Exchange::routed_deadline_passed`]). Asked only of a host that [`Self::routes_calls`].
+    fn route_call(&mut self, _call: &UpstreamCall, _cluster_header: &str) {}
     /// Starts `call`: the host's handle for it, or why it cannot.
     fn start_call(&mut self, call: &UpstreamCall) -> Result<Self::CallHandle, String>;
     /// Stops a call that is out (its upstream stream reset). Its end is the exchange's to file:

@@ -22,11 +22,14 @@ use crate::observe::Observations;
 use crate::server::{Outcome, Reply, Server};
 use crate::upstream::UpstreamCall;
 
+mod grpc_stream;
 mod host;
+mod reentrant;
 mod routed;
 mod timetable;
 pub(crate) use host::CallId;
 pub use host::{Answer, ExchangeHost, RequestHead};
+pub use reentrant::{AfterPanic, ReentrantExchange};
 pub use routed::RoutedAnswer;
 pub use timetable::{timer_period, Ending, OpenStream, RequestHandle, Timetable, TIMETABLE_TICK};
 
@@ -70,6 +73,8 @@ pub struct Exchange<K> {
     /// The answer is an SSE stream whose head has gone (progress notifications sent as they
     /// came).
     answer_begun: bool,
+    /// An answer has gone, whole or in part (or was handed to the host to write).
+    answered: bool,
 }
 
 impl<K> Default for Exchange<K> {
@@ -80,6 +85,7 @@ impl<K> Default for Exchange<K> {
             next_call: 1,
             calls: Vec::new(),
             answer_begun: false,
+            answered: false,
         }
     }
 }
@@ -286,31 +292,8 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
         }
     }
 
-    /// A message of `size` bytes has come on the stream of the call the host knows by `call`,
-    /// not yet read: whether the host is to read it and hand it over. One that would pass a
-    /// bound is not read; the call is stopped.
-    pub fn message_coming(
-        &mut self,
-        server: &Server,
-        host: &mut impl ExchangeHost<CallHandle = K>,
-        call: K,
-        size: usize,
-    ) -> bool {
-        let State::CallingOut(reply) = &mut self.state else {
-            return false;
-        };
-        let Some(id) = id_of(&self.calls, call) else {
-            return false;
-        };
-        if !server.admits_message(reply, id, size).stop {
-            return true;
-        }
-        self.stop_call(server, host, id);
-        false
-    }
-
     /// Resets call `id`, and files it as ended without a whole answer.
-    fn stop_call(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, id: CallId) {
+    pub(super) fn stop_call(&mut self, server: &Server, host: &mut impl ExchangeHost<CallHandle = K>, id: CallId) {
         if let Some(call) = forget_id(&mut self.calls, id) {
             host.reset_call(call);
         }
@@ -353,10 +336,13 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
             }
             None => {
                 host.publish(&self.observed);
-                host.send(Answer::Part {
-                    data: CANCELLED_COMMENT,
-                    last: true,
-                });
+                self.send(
+                    host,
+                    Answer::Part {
+                        data: CANCELLED_COMMENT,
+                        last: true,
+                    },
+                );
             }
         }
     }
@@ -426,39 +412,55 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
         let response = reply.into_response();
         host.publish(&self.observed);
         // An answer in parts begun: the result is its last event.
-        host.send(match self.answer_begun {
-            false => Answer::Whole(&response),
-            true => Answer::Part {
-                data: &response.body,
-                last: true,
+        self.send(
+            host,
+            match self.answer_begun {
+                false => Answer::Whole(&response),
+                true => Answer::Part {
+                    data: &response.body,
+                    last: true,
+                },
             },
-        });
+        );
     }
 
     /// Progress notifications, on an answer in parts begun with the first of them.
     fn send_events(&mut self, host: &mut impl ExchangeHost<CallHandle = K>, events: &[u8]) {
         if self.answer_begun {
-            host.send(Answer::Part {
-                data: events,
-                last: false,
-            });
+            self.send(
+                host,
+                Answer::Part {
+                    data: events,
+                    last: false,
+                },
+            );
             return;
         }
         self.answer_begun = true;
         let head = HttpResponse::event_stream(Vec::new());
-        host.send(Answer::Begin { head: &head, events });
+        self.send(host, Answer::Begin { head: &head, events });
+    }
+
+    /// Whether an answer has gone, whole or in part.
+    pub fn has_answered(&self) -> bool {
+        self.answered
+    }
+
+    fn send(&mut self, host: &mut impl ExchangeHost<CallHandle = K>, answer: Answer<'_>) {
+        self.answered = true;
+        host.send(answer);
     }
 
     fn answer(&mut self, host: &mut impl ExchangeHost<CallHandle = K>, response: &HttpResponse) -> Step {
         self.state = State::Answered;
         host.publish(&self.observed);
-        host.send(Answer::Whole(response));
+        self.send(host, Answer::Whole(response));
         Step::Answered
     }
 }
 
 /// The id of the call the host knows by `call`.
-fn id_of<K: PartialEq>(calls: &[(CallId, K)], call: K) -> Option<CallId> {
+pub(super) fn id_of<K: PartialEq>(calls: &[(CallId, K)], call: K) -> Option<CallId> {
     calls.iter().find(|(_, known)| *known == call).map(|(id, _)| *id)
 }
 

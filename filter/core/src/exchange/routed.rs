@@ -67,6 +67,7 @@ impl<K: Copy + PartialEq + Debug> Exchange<K> {
         };
         let upstream_headers = server.call_ended(&mut reply, id, false, host.now(), &mut self.observed);
         host.publish(&self.observed);
+        self.answered = true;
         Some(RoutedAnswer {
             response: reply.into_response(),
             upstream_headers,

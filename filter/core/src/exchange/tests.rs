@@ -16,7 +16,7 @@ const CONFIG: &str = r#"{
     "limits": {"max_request_bytes": 4096},
     "services": {"demo.catalog.v1.CatalogService": {"cluster": "catalog", "streaming": true}}}"#;
 
-fn server() -> Server {
+pub(super) fn server() -> Server {
     Server::from_config_bytes(CONFIG.as_bytes()).unwrap()
 }
 
@@ -33,17 +33,17 @@ fn call(id: u64, name: &str, arguments: Value, meta: Option<Value>) -> String {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params}).to_string()
 }
 
-fn get_item() -> String {
+pub(super) fn get_item() -> String {
     call(7, "CatalogService_GetItem", json!({"id": "1"}), None)
 }
 
-fn watch(progress: bool) -> String {
+pub(super) fn watch(progress: bool) -> String {
     let meta = progress.then(|| json!({"progressToken": "p"}));
     call(9, "CatalogService_WatchItems", json!({"ids": ["1"]}), meta)
 }
 
 /// Posts `body` in one chunk, as a host would: its headers, then the body.
-fn post(server: &Server, host: &mut FakeHost, body: &str) -> (FakeExchange, Step) {
+pub(super) fn post(server: &Server, host: &mut FakeHost, body: &str) -> (FakeExchange, Step) {
     let mut exchange = FakeExchange::default();
     let head = Head::post("/mcp").with("content-length", body.len().to_string());
     assert_eq!(exchange.request_headers(server, host, &head, false), Step::ReadBody);
@@ -51,7 +51,7 @@ fn post(server: &Server, host: &mut FakeHost, body: &str) -> (FakeExchange, Step
     (exchange, step)
 }
 
-fn json_of(sent: &Sent) -> Value {
+pub(super) fn json_of(sent: &Sent) -> Value {
     let (Sent::Whole(_, body) | Sent::Part(body, _)) = sent else {
         panic!("no body in {sent:?}");
     };
@@ -60,14 +60,14 @@ fn json_of(sent: &Sent) -> Value {
 }
 
 /// `message` answered whole: headers, one frame, an OK status.
-fn answered_ok(message: &[u8]) -> WholeCallResponse {
+pub(super) fn answered_ok(message: &[u8]) -> WholeCallResponse {
     whole_answer(&frame(message), &[("grpc-status", b"0")])
 }
 
 /// `Item { id: 1, name: "pen" }`.
-const ITEM: &[u8] = b"\x08\x01\x12\x03pen";
+pub(super) const ITEM: &[u8] = b"\x08\x01\x12\x03pen";
 /// `ItemEvent { sequence: 150 }`.
-const EVENT: &[u8] = b"\x18\x96\x01";
+pub(super) const EVENT: &[u8] = b"\x18\x96\x01";
 
 #[test]
 fn another_path_passes_through_untouched() {

@@ -10,7 +10,7 @@
 mod stat_ids;
 mod stats;
 
-pub use stat_ids::StatIds;
+pub use stat_ids::{StatIds, STAT_NAME_BYTES};
 pub use stats::{
     label_names, predefined_samples, tag_extraction_rules, Labels, Metric, MetricKind, Sample, STAT_PREFIX,
 };

@@ -10,6 +10,11 @@ use std::collections::HashMap;
 
 use super::stats::{predefined_samples, Metric, MetricKind, Sample};
 
+/// Room for a sample's name at once, for the buffer [`StatIds::of`] writes it in: the longest a
+/// request usually writes is a tool's call counter,
+/// `tool_calls.tool.<tool>.outcome.success.grpc_status.OK`, 49 bytes and the tool's name.
+pub const STAT_NAME_BYTES: usize = 128;
+
 /// One configuration's stat ids, of the host's type `Id`.
 #[derive(Debug)]
 pub struct StatIds<Id> {

@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError, TryLockError};
 use std::time::Duration;
 
 use super::{ReflectionCall, Refreshed, Refresher};
-use crate::grpc::call_end::CallPart;
+use crate::grpc::call_end::{CallPart, WholeCallResponse};
 use crate::grpc::deferred::Deferred;
 
 /// One configuration's reflection refreshes, behind a lock.
@@ -66,6 +66,20 @@ impl SharedRefresher {
                 return None;
             }
         };
+        self.deliver_deferred(now, start).or(refreshed)
+    }
+
+    /// [`Refresher::answered`], for a host that hears an answer whole (and never inside a
+    /// start); then what was told meanwhile.
+    pub fn answered(
+        &self,
+        token: u64,
+        body_size: usize,
+        read: impl FnOnce() -> WholeCallResponse,
+        now: Duration,
+        mut start: impl FnMut(&ReflectionCall) -> Result<u64, String>,
+    ) -> Option<Refreshed> {
+        let refreshed = locked(&self.refresher).answered(token, body_size, read, now, &mut start);
         self.deliver_deferred(now, start).or(refreshed)
     }
 

@@ -71,6 +71,7 @@ impl Server {
                 match start(&call) {
                     Ok(token) => reply.started(token, call, now),
                     Err(reason) => {
+                        log::warn!("cannot call cluster {:?}: {reason}", call.cluster());
                         let end = CallEnd::NotStarted { reason: &reason };
                         self.end_call(reply, call, end, now, observed);
                     }

@@ -1,6 +1,5 @@
 //! A call the module routes: the request itself becomes the gRPC call, forwarded by Envoy's
-//! router; its answer is read as it comes and rewritten into the tool result, or answered at
-//! the deadline by the module's own clock.
+//! router; its answer is rewritten into the tool result, or the module answers at the deadline.
 
 use std::time::Instant;
 
@@ -10,21 +9,17 @@ use super::{rewrite, Exchange, HookStatus, DEADLINE_PASSED};
 use crate::host::{Body, HeaderMap, StreamHost};
 
 impl Exchange {
-    /// Makes the request the gRPC call: its headers become the call's (and those Envoy needs to
-    /// route and log it), its body the gRPC frame, written where Envoy holds the body; Envoy's
-    /// router forwards it.
+    /// Makes the request the gRPC call: its headers the call's (and those Envoy needs to route
+    /// and log it), its body the gRPC frame.
     pub(super) fn route_call(&self, host: &impl StreamHost, call: &UpstreamCall, cluster_header: &str) {
         if let Some(request_map) = &*self.request_map.borrow() {
-            // What the call keeps as it came (the method, the scheme, the request id) is not
-            // written again.
             let routed = call.routed_headers(cluster_header, request_map.iter());
             rewrite(host, HeaderMap::Request, request_map, &routed);
         }
         let body = call.http_body();
         let held = self.held.get();
-        // The frame goes where the body is: Envoy's buffer if it kept one (and the last chunk is
-        // emptied if it held the rest), else this chunk. HTTP/1.1 ends a body with an empty
-        // chunk, which is left alone.
+        // Where the body is: Envoy's buffer if it kept one (the last chunk emptied), else this
+        // chunk (HTTP/1.1's empty last chunk is left alone).
         if held.buffered {
             if held.last_chunk {
                 host.drain_body(Body::ReceivedRequest);
@@ -37,28 +32,23 @@ impl Exchange {
             log::warn!("Envoy refused {ROUTED_CALL_FILTER_STATE}; a route that matches it will not forward this call");
         }
         host.clear_route_cache();
-        // The deadline holds after the upstream's headers too, when Envoy's router could only
-        // reset the stream: the module answers DEADLINE_EXCEEDED itself.
-        *self.deadline.borrow_mut() = host.wake_at(Instant::now() + call.timeout(), DEADLINE_PASSED);
+        // After the upstream's headers Envoy's router could only reset the stream at the
+        // deadline: the module answers DEADLINE_EXCEEDED itself.
+        self.keep_alarm(
+            DEADLINE_PASSED,
+            host.wake_at(Instant::now() + call.timeout(), DEADLINE_PASSED),
+        );
     }
 
-    /// Whether the request was made the call (and is not in the middle of an event: a local
-    /// reply sent from inside one runs the response hooks, and is not the call's answer).
-    fn is_routed(&self) -> bool {
-        self.core.try_borrow().is_ok_and(|core| core.is_routed())
-    }
-
-    fn routed_heard(&self, part: CallPart<'_>) {
-        if let Ok(mut core) = self.core.try_borrow_mut() {
-            core.routed_heard(self.server(), part);
-        }
+    fn routed_heard(&self, host: &impl StreamHost, part: CallPart<'_>) {
+        self.run(host, |core, server, _| core.routed_heard(server, part));
     }
 
     pub fn response_headers(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
-        if !self.is_routed() {
+        if !self.core.is_routed() {
             return HookStatus::Continue;
         }
-        self.routed_heard(CallPart::Headers(host.headers(HeaderMap::Response)));
+        self.routed_heard(host, CallPart::Headers(host.headers(HeaderMap::Response)));
         if end_of_stream {
             // A trailers-only answer, or Envoy's own for a call it could not make.
             return self.finish_routed(host, Body::BufferedResponse);
@@ -67,14 +57,13 @@ impl Exchange {
     }
 
     pub fn response_body(&self, host: &impl StreamHost, end_of_stream: bool) -> HookStatus {
-        if !self.is_routed() {
+        if !self.core.is_routed() {
             return HookStatus::Continue;
         }
-        // Copied out and drained at once, so that Envoy's buffer limit (which would answer a
-        // plain 500) never applies: `limits.max_response_bytes` does.
+        // Drained at once: `limits.max_response_bytes` applies, not Envoy's buffer limit (a 500).
         let data = host.body(Body::ReceivedResponse);
         host.drain_body(Body::ReceivedResponse);
-        self.routed_heard(CallPart::Data(&data));
+        self.routed_heard(host, CallPart::Data(&data));
         if end_of_stream {
             return self.finish_routed(host, Body::ReceivedResponse);
         }
@@ -82,27 +71,25 @@ impl Exchange {
     }
 
     pub fn response_trailers(&self, host: &impl StreamHost) -> HookStatus {
-        if !self.is_routed() {
+        if !self.core.is_routed() {
             return HookStatus::Continue;
         }
         let trailers = host.headers(HeaderMap::ResponseTrailers);
         rewrite::<&[u8]>(host, HeaderMap::ResponseTrailers, &trailers, &[]);
-        self.routed_heard(CallPart::Trailers(trailers));
+        self.routed_heard(host, CallPart::Trailers(trailers));
         self.finish_routed(host, Body::BufferedResponse)
     }
 
-    /// The routed call's answer is whole: it becomes the tool result, in place of the
-    /// upstream's answer. It is written to `body`: the chunk of a body hook, or Envoy's buffer
-    /// from a hook with no chunk (headers or trailers), which Envoy then sends.
+    /// The routed call's answer is whole: the tool result replaces it, written to `body` (a
+    /// body hook's chunk, or Envoy's buffer from a hook with none).
     fn finish_routed(&self, host: &impl StreamHost, body: Body) -> HookStatus {
-        self.deadline.replace(None);
+        self.keep_alarm(DEADLINE_PASSED, None);
         let answer = self.run(host, |core, server, adapter| core.routed_answer(server, adapter));
         let Some(answer) = answer.flatten() else {
             return HookStatus::Continue;
         };
         let response = answer.response;
-        // The answer's headers: the tool result's, nothing of the upstream's (`:status: 200`
-        // as gRPC sent it stays).
+        // The tool result's headers, nothing of the upstream's.
         let (mut status, mut length) = (itoa::Buffer::new(), itoa::Buffer::new());
         let wanted: HeaderList<(&str, &str)> = [(":status", status.format(response.status))]
             .into_iter()
@@ -110,7 +97,6 @@ impl Exchange {
             .chain([("content-length", length.format(response.body.len()))])
             .collect();
         rewrite(host, HeaderMap::Response, &answer.upstream_headers, &wanted);
-        self.answered.set(true);
         if !host.replace_body(body, &response.body) {
             log::warn!("Envoy refused the tool result's body ({body:?})");
         }

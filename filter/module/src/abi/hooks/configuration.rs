@@ -43,7 +43,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_new(
             Ok(mut config) => {
                 // The first refresh starts on the first tick: Envoy may answer a call inline, and
                 // its hooks need this configuration's pointer, which it has only once this returns.
-                if let Some(period) = config.tick_period() {
+                if let Some(period) = config.served.refresh_period() {
                     config.keep_ticker(Ticker::start(config_envoy, period));
                 }
                 config.keep_wakeups(Wakeups::start());
@@ -87,7 +87,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
     // SAFETY: a live config of ours (rule 5), and Envoy's headers for this hook (rules 1, 3).
     if let (Some(config), headers) = unsafe { (config_of(config), copied_headers(headers, headers_size)) } {
         guarded_config("reading a reflection answer", (), || {
-            config.call_heard(call, CallPart::Headers(headers))
+            config.served.heard(call, CallPart::Headers(headers))
         });
     }
 }
@@ -106,7 +106,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
     // SAFETY: a live config of ours (rule 5), and Envoy's chunks for this hook (rules 1, 3).
     if let (Some(config), data) = unsafe { (config_of(config), copied_chunks(data, data_count)) } {
         guarded_config("reading a reflection answer", (), || {
-            config.call_heard(call, CallPart::Data(&data))
+            config.served.heard(call, CallPart::Data(&data))
         });
     }
 }
@@ -124,7 +124,7 @@ pub unsafe extern "C" fn envoy_dynamic_module_on_http_filter_config_http_stream_
     // SAFETY: a live config of ours (rule 5), and Envoy's trailers for this hook (rules 1, 3).
     if let (Some(config), trailers) = unsafe { (config_of(config), copied_headers(trailers, trailers_size)) } {
         guarded_config("reading a reflection answer", (), || {
-            config.call_heard(call, CallPart::Trailers(trailers))
+            config.served.heard(call, CallPart::Trailers(trailers))
         });
     }
 }

@@ -46,7 +46,7 @@ pub(super) fn guarded<T>(
     };
     let stream = Stream {
         filter,
-        wakeups: exchange.config().wakeups(),
+        wakeups: exchange.config.wakeups.as_ref(),
     };
     match catch_unwind(AssertUnwindSafe(|| work(exchange, &stream))) {
         Ok(value) => value,
