@@ -408,9 +408,9 @@ def index_table(catalogs: list[tuple[str, str, dict | None]]) -> str:
 
 def real_catalog(api: str) -> dict | None:
     """The plugin configuration of a real API from its Debian protos, as the search suite builds
-    it (test_search.py), or None where its packages cannot be fetched."""
+    it (search_sets.py), or None where its packages cannot be fetched."""
     import pytest
-    from test_search import api_config
+    from search_sets import api_config
     try:
         return api_config(api)
     except pytest.skip.Exception as skipped:

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use super::words::{Words, KINDRED_WEIGHT};
+use super::words::Words;
 
 /// BM25's saturation of a word's count, and how much a long document is discounted.
 const K1: f32 = 1.2;
@@ -108,17 +108,7 @@ impl Index {
     /// rights, a filter) is asked only of a document that would enter the best `limit`: a
     /// search over ten thousand tools touches each posting once and asks a handful.
     pub fn best(&self, words: &Words, query: &str, limit: usize, admits: impl Fn(usize) -> bool) -> Vec<(usize, f32)> {
-        let mut weights: Vec<(String, f32)> = Vec::new();
-        let mut raise = |stem: &str, weight: f32| match weights.iter_mut().find(|(known, _)| known == stem) {
-            Some((_, known)) => *known = known.max(weight),
-            None => weights.push((stem.to_owned(), weight)),
-        };
-        for stem in words.stems(query) {
-            raise(&stem, 1.0);
-            for kindred in words.kindred(&stem) {
-                raise(kindred, KINDRED_WEIGHT);
-            }
-        }
+        let weights = words.query(query);
         let documents = self.lengths.len() as f32;
         let mut scores = vec![0.0_f32; self.lengths.len()];
         for (stem, query_weight) in &weights {

@@ -6,6 +6,7 @@
 //! the same whatever the catalog's size.
 
 pub mod index;
+mod vocabulary;
 pub mod words;
 
 use serde_json::value::RawValue;

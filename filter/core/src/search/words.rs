@@ -5,122 +5,21 @@
 
 use rust_stemmers::{Algorithm, Stemmer};
 
-/// Words too common in API text and requests to tell one tool from another.
-const STOP_WORDS: [&str; 46] = [
-    "a", "about", "all", "an", "and", "any", "are", "as", "at", "be", "by", "can", "do", "does", "for", "from",
-    "given", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "one", "or",
-    "that", "the", "this", "to", "use", "using", "want", "what", "when", "which", "with", "you", "your",
-];
-
-/// Words that name the same thing or action in requests and in APIs: a query word also looks
-/// for the others of its group, at a lower weight. Stemmed when [`Words`] is made. General
-/// API and operations vocabulary, not any one API's.
-const KINDRED: [&[&str]; 34] = [
-    &[
-        "get", "fetch", "read", "retrieve", "show", "look", "lookup", "find", "inspect", "describe", "info", "detail",
-    ],
-    &["list", "enumerate", "every", "browse", "which"],
-    &[
-        "delete",
-        "remove",
-        "erase",
-        "drop",
-        "destroy",
-        "purge",
-        "clear",
-        "wipe",
-        "unregister",
-    ],
-    &["create", "add", "new", "make", "insert", "register", "put"],
-    &[
-        "update", "modify", "change", "edit", "set", "patch", "rename", "alter", "raise", "lower",
-    ],
-    &[
-        "watch",
-        "subscribe",
-        "observe",
-        "follow",
-        "monitor",
-        "notify",
-        "event",
-        "stream",
-    ],
-    &[
-        "stop",
-        "cancel",
-        "kill",
-        "abort",
-        "terminate",
-        "halt",
-        "shutdown",
-        "signal",
-        "sigterm",
-        "sigkill",
-    ],
-    &["start", "run", "launch", "begin", "execute", "spawn"],
-    &["pause", "freeze", "suspend"],
-    &["resume", "unpause", "thaw", "continue"],
-    &["wait", "block", "until"],
-    &["grant", "allow", "permit", "give", "assign"],
-    &["revoke", "deny", "withdraw"],
-    &["size", "usage", "space", "disk", "bytes", "big", "large"],
-    &["metrics", "statistics", "stats", "cpu", "memory", "usage"],
-    &["version", "release", "build"],
-    &["revert", "undo", "reverse", "rollback"],
-    &["squash", "collapse", "combine", "flatten"],
-    &["archive", "zip", "tarball", "tar"],
-    &["snapshot", "backup"],
-    &["alarm", "alert"],
-    &["check", "verify", "validate", "integrity", "corrupt", "fsck"],
-    &["blame", "annotate"],
-    &["expire", "expiry", "ttl", "timetolive"],
-    &["leader", "leadership"],
-    &["member", "node", "peer"],
-    &["permission", "role", "privilege"],
-    &["namespace", "tenant"],
-    &["save", "store", "persist"],
-    &["process", "pid", "pids"],
-    &["copy", "duplicate", "clone"],
-    &["compare", "diff", "difference"],
-    &["ancestor", "parent", "base"],
-    &["authentication", "auth", "login", "credentials"],
-];
-
-/// Short forms API names use, and the words they stand for: a text that has one has those
-/// words too.
-const SHORT_FORMS: [(&str, &str); 22] = [
-    ("ff", "fast forward"),
-    ("gc", "garbage collect"),
-    ("fsck", "check file system"),
-    ("ttl", "time to live"),
-    ("txn", "transaction"),
-    ("pid", "process"),
-    ("pids", "processes"),
-    ("exec", "execute"),
-    ("lfs", "large file storage"),
-    ("ref", "reference"),
-    ("refs", "references"),
-    ("repo", "repository"),
-    ("config", "configuration"),
-    ("auth", "authentication"),
-    ("info", "information"),
-    ("stats", "statistics"),
-    ("rev", "revision"),
-    ("dir", "directory"),
-    ("msg", "message"),
-    ("kv", "key value"),
-    ("rpc", "remote procedure call"),
-    ("id", "identifier"),
-];
+use super::vocabulary::{KINDRED, SHORT_FORMS, STOP_WORDS};
 
 /// The weight of a kindred word, against the word itself.
-pub const KINDRED_WEIGHT: f32 = 0.5;
+pub const KINDRED_WEIGHT: f32 = 0.7;
 
 /// Splits and stems text.
 pub struct Words {
     stemmer: Stemmer,
-    /// [`KINDRED`], stemmed.
-    kindred: Vec<Vec<String>>,
+    /// The stems of each group of [`KINDRED`].
+    groups: Vec<Box<[Box<str>]>>,
+    /// Each stem of [`KINDRED`] and a group it is in, by stem: a word's groups are found by a
+    /// binary search (a map of a few hundred stems would cost several times their bytes).
+    memberships: Vec<(Box<str>, u16)>,
+    /// [`SHORT_FORMS`], by short form.
+    short_forms: Vec<(&'static str, &'static str)>,
 }
 
 impl std::fmt::Debug for Words {
@@ -132,11 +31,25 @@ impl std::fmt::Debug for Words {
 impl Default for Words {
     fn default() -> Self {
         let stemmer = Stemmer::create(Algorithm::English);
-        let kindred = KINDRED
+        let groups: Vec<Box<[Box<str>]>> = KINDRED
             .iter()
-            .map(|group| group.iter().map(|word| stemmer.stem(word).into_owned()).collect())
+            .map(|group| group.iter().map(|word| stemmer.stem(word).into()).collect())
             .collect();
-        Words { stemmer, kindred }
+        let mut memberships: Vec<(Box<str>, u16)> = groups
+            .iter()
+            .zip(0_u16..)
+            .flat_map(|(stems, number)| stems.iter().map(move |stem| (stem.clone(), number)))
+            .collect();
+        memberships.sort_unstable();
+        memberships.dedup();
+        let mut short_forms = SHORT_FORMS.to_vec();
+        short_forms.sort_unstable();
+        Words {
+            stemmer,
+            groups,
+            memberships,
+            short_forms,
+        }
     }
 }
 
@@ -146,23 +59,64 @@ impl Words {
     pub fn stems(&self, text: &str) -> Vec<String> {
         let mut stems = Vec::new();
         for word in split(text) {
-            if STOP_WORDS.contains(&word.as_str()) {
-                continue;
-            }
-            stems.push(self.stemmer.stem(&word).into_owned());
-            if let Some((_, long)) = SHORT_FORMS.iter().find(|(short, _)| *short == word) {
-                stems.extend(long.split(' ').map(|long| self.stemmer.stem(long).into_owned()));
+            if !STOP_WORDS.contains(&word.as_str()) {
+                self.push_stems(&word, &mut stems);
             }
         }
         stems
     }
 
-    /// The other stems of the groups `stem` is in.
+    /// Pushes the stem of one word that says something, and the stems of the words it stands
+    /// for if it is a short form.
+    fn push_stems(&self, word: &str, stems: &mut Vec<String>) {
+        stems.push(self.stemmer.stem(word).into_owned());
+        if let Ok(found) = self.short_forms.binary_search_by(|(short, _)| (*short).cmp(word)) {
+            if let Some((_, long)) = self.short_forms.get(found) {
+                stems.extend(long.split(' ').map(|long| self.stemmer.stem(long).into_owned()));
+            }
+        }
+    }
+
+    /// The stems a query looks for, each once, with their weights: its own words at 1, and
+    /// their kindred at [`KINDRED_WEIGHT`]. A stop word in a group looks for its kindred only
+    /// ("which namespaces" asks for a list).
+    pub fn query(&self, text: &str) -> Vec<(String, f32)> {
+        let mut weights: Vec<(String, f32)> = Vec::new();
+        let mut raise = |stem: &str, weight: f32| match weights.iter_mut().find(|(known, _)| known == stem) {
+            Some((_, known)) => *known = known.max(weight),
+            None => weights.push((stem.to_owned(), weight)),
+        };
+        let mut stems = Vec::new();
+        for word in split(text) {
+            stems.clear();
+            let stop_word = STOP_WORDS.contains(&word.as_str());
+            if stop_word {
+                stems.push(self.stemmer.stem(&word).into_owned());
+            } else {
+                self.push_stems(&word, &mut stems);
+            }
+            for stem in &stems {
+                if !stop_word {
+                    raise(stem, 1.0);
+                }
+                for kindred in self.kindred(stem) {
+                    raise(kindred, KINDRED_WEIGHT);
+                }
+            }
+        }
+        weights
+    }
+
+    /// The other stems of the groups `stem` is in (a stem in two groups may come twice).
     pub fn kindred<'a>(&'a self, stem: &'a str) -> impl Iterator<Item = &'a str> + 'a {
-        self.kindred
+        let first = self.memberships.partition_point(|(known, _)| known.as_ref() < stem);
+        self.memberships
+            .get(first..)
+            .unwrap_or_default()
             .iter()
-            .filter(move |group| group.iter().any(|known| known == stem))
-            .flat_map(|group| group.iter().map(String::as_str))
+            .take_while(move |(known, _)| known.as_ref() == stem)
+            .filter_map(|&(_, number)| self.groups.get(usize::from(number)))
+            .flat_map(|group| group.iter().map(AsRef::as_ref))
             .filter(move |other| *other != stem)
     }
 }
@@ -179,8 +133,11 @@ pub fn split(text: &str) -> Vec<String> {
         for index in 1..chars.len() {
             let (before, here) = (chars[index - 1], chars[index]);
             let next_is_lower = chars.get(index + 1).is_some_and(|c| c.is_lowercase());
+            // `PIDs`, `URLs`: an uppercase run's plural, not a run meeting the word `Ds`.
+            let plural_s =
+                chars.get(index + 1) == Some(&'s') && !chars.get(index + 2).is_some_and(|c| c.is_lowercase());
             let boundary = (before.is_lowercase() || before.is_ascii_digit()) && here.is_uppercase()
-                || before.is_uppercase() && here.is_uppercase() && next_is_lower
+                || before.is_uppercase() && here.is_uppercase() && next_is_lower && !plural_s
                 || before.is_alphabetic() && here.is_ascii_digit() && index - start >= 3;
             if boundary {
                 words.push(chars[start..index].iter().collect::<String>().to_lowercase());
@@ -203,6 +160,7 @@ mod tests {
         assert_eq!(split("DeleteRange"), ["delete", "range"]);
         assert_eq!(split("lease_id"), ["lease", "id"]);
         assert_eq!(split("HTTPServer"), ["http", "server"]);
+        assert_eq!(split("ListPIDs, URLsFor"), ["list", "pids", "urls", "for"]);
         assert_eq!(split("etcdserverpb.KV/Txn"), ["etcdserverpb", "kv", "txn"]);
         assert_eq!(split("v3lock getItem2"), ["v3lock", "get", "item", "2"]);
         assert_eq!(
@@ -217,6 +175,26 @@ mod tests {
         assert_eq!(words.stems("Deleting the keys"), words.stems("delete key"));
         assert_eq!(words.stems("listing all containers"), ["list", "contain"]);
         assert!(words.kindred("remov").any(|other| other == "delet"));
-        assert_eq!(words.kindred("txn").count(), 0);
+        assert_eq!(words.kindred("etcdserverpb").count(), 0);
+    }
+
+    #[test]
+    fn a_query_looks_for_its_words_and_their_kindred_once_each() {
+        let words = Words::default();
+        let weight = |query: &str, stem: &str| {
+            words
+                .query(query)
+                .into_iter()
+                .find(|(known, _)| known == stem)
+                .map(|(_, weight)| weight)
+        };
+        assert_eq!(weight("remove the key", "remov"), Some(1.0));
+        assert_eq!(weight("remove the key", "delet"), Some(KINDRED_WEIGHT));
+        assert_eq!(weight("delete, remove", "delet"), Some(1.0), "a word's own weight wins");
+        // A stop word says nothing itself, but "which" asks for a list.
+        assert_eq!(weight("which namespaces exist", "which"), None);
+        assert_eq!(weight("which namespaces exist", "list"), Some(KINDRED_WEIGHT));
+        assert_eq!(weight("the", "the"), None);
+        assert_eq!(words.query("PIDs").first().map(|(stem, _)| stem.as_str()), Some("pid"));
     }
 }
