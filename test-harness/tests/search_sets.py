@@ -36,7 +36,7 @@ def api_config(name: str, cluster: str = "demo_grpc") -> dict:
                "--streaming"]
     for service in api["services"]:
         command += ["--service", f"{service}={cluster}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
     if result.returncode != 0:
         raise RuntimeError(f"switchblade config for {name}: {result.stderr.strip()}")
     return json.loads(result.stdout)

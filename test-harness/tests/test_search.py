@@ -47,7 +47,7 @@ def found(mcp: Mcp, query: str, limit: int = 5) -> list[str]:
 
 def test_recall_holds_on_each_real_api(api) -> None:
     name, mcp, _ = api
-    report = {"api": name}
+    report, below = {"api": name}, []
     for label, set_names, (floor_1, floor_5) in [("tasks", ["tasks"], FLOORS[name]),
                                                  ("untuned", UNTUNED, UNTUNED_FLOORS[name])]:
         asked = [task for set_name in set_names for task in tasks(set_name, name)]
@@ -56,13 +56,12 @@ def test_recall_holds_on_each_real_api(api) -> None:
         misses = [(task["query"], task["expect"], where) for task, where in zip(asked, ranks) if where != 1]
         report[label] = {"tasks": len(ranks), "recall_at_1": round(at_1, 3), "recall_at_5": round(at_5, 3),
                          "floors": [floor_1, floor_5], "misses": misses}
+        if at_1 < floor_1 or at_5 < floor_5:
+            below.append(label)
     if path := os.environ.get("SWITCHBLADE_SEARCH_REPORT"):
         with open(path, "a") as out:
             out.write(json.dumps(report) + "\n")
-    for label in ("tasks", "untuned"):
-        measured = report[label]
-        floor_1, floor_5 = measured["floors"]
-        assert measured["recall_at_1"] >= floor_1 and measured["recall_at_5"] >= floor_5, json.dumps(report, indent=1)
+    assert not below, json.dumps(report, indent=1)
 
 
 def test_an_agent_reads_a_few_kilobytes_before_its_first_call_and_the_tool_it_finds_works(api, upstream) -> None:
