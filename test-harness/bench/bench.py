@@ -36,7 +36,7 @@ from processes import ENVOY_BIN, REPO, WORK, Envoy, Upstream, wait_until  # noqa
 from memory import memory_figures, memory_table  # noqa: E402
 from scale import CatalogFigures, catalog_figures, scale_messages, scale_plugin  # noqa: E402
 from systems import (  # noqa: E402
-    CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_systems, bootstrap,
+    CLUSTER, MCP_HEADERS, SERVICE, STREAM_MESSAGES, SYSTEMS, System, baseline_builds, baseline_systems, bootstrap,
     search_system, switchblade_plugin, tools_found, tools_list_system,
 )
 
@@ -303,7 +303,9 @@ COMPARISONS = [("e", "c"), ("e", "d"), ("i", "d"), ("h", "c"), ("h", "d"),
                ("k", "e"), ("l", "h"),
                # A search (S: Wasm filter, T: module) over containerd's API and 1,001 and 10,001
                # tools, against a tools/call of GetItem in the same build.
-               ("Sctd", "e"), ("S1k", "e"), ("S10k", "e"), ("Tctd", "h"), ("T1k", "h"), ("T10k", "h")]
+               ("Sctd", "e"), ("S1k", "e"), ("S10k", "e"), ("Tctd", "h"), ("T1k", "h"), ("T10k", "h"),
+               # A search against the same search as the baseline's builds (`--baseline`).
+               *[(f"{build}{size}", f"{build}{size}-base") for build in "ST" for size in ("ctd", "1k", "10k", "3")]]
 
 
 # What each way of reaching the method from HTTP adds to a plain gRPC proxy's latency per call.
@@ -341,6 +343,14 @@ def ratios_table(runs: list[Run], connections_list: list[int]) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(system: System, counterpart: System | None, options: argparse.Namespace) -> list[System]:
+    """A system and its baseline counterpart, one right after the other so that both see the same
+    minute; the baseline's first with `--baseline-first`."""
+    if counterpart is None:
+        return [system]
+    return [counterpart, system] if options.baseline_first else [system, counterpart]
+
+
 def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace) -> tuple[list[Run], str]:
     """tools/list of each scale catalog against the benchmark's 3-tool one, in both builds; each
     catalog's build time, memory and full listing; and the .wasm size."""
@@ -353,16 +363,33 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     systems = [scale_system(size, f"tools/list, {title}", plugin, module)
                for size, title, plugin in catalogs for module in (False, True)]
     # Search mode over the same catalogs: what a search costs, and what an agent reads first.
-    systems += [search_system(f"{'T' if module else 'S'}{size}",
-                              f"{'dynamic module' if module else 'Wasm filter'}, search_tools, {title}", plugin,
-                              module=module)
-                for size, title, plugin in catalogs for module in (False, True)]
+    # With `--baseline`, each search also runs as the other checkout built it, beside its
+    # counterpart in every round: what a change to the search costs.
+    searches: list[System] = []
+    counterparts: dict[str, System] = {}
+    for size, title, plugin in catalogs:
+        for module in (False, True):
+            key = f"{'T' if module else 'S'}{size}"
+            described = f"{'dynamic module' if module else 'Wasm filter'}, search_tools, {title}"
+            searches.append(search_system(key, described, plugin, module=module))
+            if options.baseline:
+                wasm, module_build = baseline_builds(options.baseline)
+                counterparts[key] = search_system(f"{key}-base", f"{described}, baseline {options.baseline}", plugin,
+                                                  module=module, build=module_build if module else wasm)
+    systems += searches
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
     for system in systems:
-        SYSTEMS_BY_KEY[system.key] = system
-        print(f"({system.key}) {system.title}", file=sys.stderr, flush=True)
-        runs += run_system(system, upstream, descriptors, options, options.scale_connections, figures)
+        for each in side_by_side(system, counterparts.get(system.key), options):
+            SYSTEMS_BY_KEY[each.key] = each
+            print(f"({each.key}) {each.title}", file=sys.stderr, flush=True)
+            runs += run_system(each, upstream, descriptors, options, options.scale_connections,
+                               figures if each is system else None)
+    for round_ in range(2, options.runs + 1) if counterparts else ():
+        for system in searches:
+            for each in side_by_side(system, counterparts[system.key], options):
+                print(f"({each.key}) {each.title}, round {round_} of {options.runs}", file=sys.stderr, flush=True)
+                runs += run_system(each, upstream, descriptors, options, options.scale_connections, round_=round_)
     # A tools/call of GetItem in each build at the same concurrencies, in the same minutes: what
     # a search's cost is compared with.
     for key in ("e", "h"):
@@ -466,8 +493,11 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--json", type=Path, help="also write the runs as JSON here")
     parser.add_argument("--baseline", type=Path, metavar="CHECKOUT",
                         help="also run (e), (h), (k), (l), (q) and (r) as another checkout built them, as (E), "
-                             "(H), (K), (L), (Q) and (R), in the same rounds (build it there first: "
-                             "scripts/bootstrap)")
+                             "(H), (K), (L), (Q) and (R), and the scale part's searches, as (S1k-base) and so on, "
+                             "in the same rounds (build it there first: scripts/bootstrap)")
+    parser.add_argument("--baseline-first", action="store_true",
+                        help="run each baseline system right before its counterpart, not right after: the other "
+                             "order, for a change measured in both")
     parser.add_argument("--smoke", action="store_true", help="a run of a few seconds, to check the command works")
     options = parser.parse_args()
     if options.smoke:
@@ -476,17 +506,19 @@ def arguments() -> argparse.Namespace:
     options.connections = [int(part) for part in options.connections.split(",")]
     options.memory_workers = [1] if options.smoke else [1, 2, 4]
     options.scale_methods = [1000] if options.smoke else [int(part) for part in options.scale_methods.split(",")]
-    baseline = [system for system in (baseline_systems(options.baseline.resolve()) if options.baseline else [])
+    options.baseline = options.baseline.resolve() if options.baseline else None
+    baseline = [system for system in (baseline_systems(options.baseline) if options.baseline else [])
                 if system.key.lower() in options.systems]
     missing = [str(system.binary) for system in baseline if system.binary and not system.binary.exists()]
+    if options.baseline and not options.no_scale:
+        missing += [str(build) for build in baseline_builds(options.baseline) if not build.exists()]
     if missing:
         parser.error(f"the baseline has no builds: {', '.join(missing)} (run scripts/bootstrap there)")
-    # Each baseline system right after its counterpart, so that both see the same minute.
     options.systems_run = []
     for system in SYSTEMS:
         if system.key in options.systems:
-            options.systems_run.append(system)
-            options.systems_run += [other for other in baseline if other.key == system.key.upper()]
+            counterpart = next((other for other in baseline if other.key == system.key.upper()), None)
+            options.systems_run += side_by_side(system, counterpart, options)
     for system in baseline:
         SYSTEMS_BY_KEY[system.key] = system
     options.scale_connections = [1] if options.smoke else [1, 16]
@@ -540,7 +572,8 @@ def main() -> None:
     if scale_runs:
         print("\nScale (Switchblade only):\n")
         print(runs_table(scale_runs))
-        print("\nA search against a tools/call of GetItem (one round each):\n")
+        print("\nA search against a tools/call of GetItem (one round each)"
+              + (f", and against the baseline's build ({options.runs} rounds)" if options.baseline else "") + ":\n")
         print(ratios_table(scale_runs, options.scale_connections))
         print()
         print(scale_table)

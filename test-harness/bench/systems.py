@@ -306,8 +306,7 @@ SYSTEMS = [
 def baseline_systems(checkout: Path) -> list[System]:
     """(E), (H), (K), (L), (Q) and (R): (e), (h), (k), (l), (q) and (r) as another checkout builds
     them (`--baseline`), to measure a change in the same rounds as the code before it."""
-    wasm = checkout / "target/wasm32-wasip1/release/switchblade_filter.wasm"
-    module = checkout / "target/module/libswitchblade_module.so"
+    wasm, module = baseline_builds(checkout)
     return [
         System("E", f"Switchblade (MCP), baseline {checkout}", "http", path="/mcp",
                body=tools_call("CatalogService_GetItem"), headers=MCP_HEADERS,
@@ -348,16 +347,25 @@ def tools_found(body: str) -> str:
     return "" if tools else "a search that found nothing"
 
 
-def search_system(key: str, title: str, plugin: dict[str, Any] | None, module: bool = False) -> System:
+def search_system(key: str, title: str, plugin: dict[str, Any] | None, module: bool = False,
+                  build: Path | None = None) -> System:
     """Switchblade answering a `search_tools` call (no upstream call) over the catalog of
-    `plugin` in search mode."""
+    `plugin` in search mode; `build` is another checkout's .wasm or module (`--baseline`)."""
     searching = {**(plugin or switchblade_plugin()), "discovery": "search"}
 
     def filters(descriptors: str, wasm: str) -> list[dict[str, Any]]:
-        return [*(switchblade_module(searching) if module else switchblade(wasm, searching)), router()]
+        if module:
+            return [*switchblade_module(searching), router()]
+        return [*switchblade(str(build) if build else wasm, searching), router()]
     return System(key, title, "http", path="/mcp", body=tools_call("search_tools", {"query": SEARCH_QUERY}),
                   headers=MCP_HEADERS, filters=filters, check=tools_found, reaches_upstream=False, floor=True,
-                  module=module)
+                  module=module, binary=build)
+
+
+def baseline_builds(checkout: Path) -> tuple[Path, Path]:
+    """Another checkout's .wasm and dynamic module (`--baseline`)."""
+    return (checkout / "target/wasm32-wasip1/release/switchblade_filter.wasm",
+            checkout / "target/module/libswitchblade_module.so")
 
 
 def tools_listed(body: str) -> str:

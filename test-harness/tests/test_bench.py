@@ -100,3 +100,35 @@ def test_a_round_that_fails_to_run_is_run_once_more_and_reported(monkeypatch):
     outcomes[:] = [OSError("first"), OSError("second")]
     with pytest.raises(OSError, match="second"):
         bench.run_system_retried(system, None, "", None, 3, retried)
+
+
+@pytest.mark.parametrize("first, order", [([], ["e", "E", "h", "H"]), (["--baseline-first"], ["E", "e", "H", "h"])])
+def test_a_baseline_runs_beside_its_counterpart_in_the_order_asked(monkeypatch, tmp_path, first, order):
+    """`--baseline` pairs each system with the other checkout's build of it, right after it, or
+    right before it with `--baseline-first`: a change is measured in both orders. The scale
+    part's searches pair the same way (`side_by_side`)."""
+    sys.path.insert(0, str(REPO / "test-harness/bench"))
+    import bench
+    from systems import baseline_builds
+
+    for build in baseline_builds(tmp_path):
+        build.parent.mkdir(parents=True, exist_ok=True)
+        build.write_bytes(b"")
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--systems", "eh", "--baseline", str(tmp_path), *first])
+    options = bench.arguments()
+    assert [system.key for system in options.systems_run] == order
+    search = bench.search_system("S1k", "a search", None)
+    counterpart = bench.search_system("S1k-base", "the baseline's search", None, build=baseline_builds(tmp_path)[0])
+    assert bench.side_by_side(search, counterpart, options) == (
+        [counterpart, search] if first else [search, counterpart])
+    assert bench.side_by_side(search, None, options) == [search]
+
+
+def test_a_baseline_without_builds_is_refused(monkeypatch, tmp_path, capsys):
+    sys.path.insert(0, str(REPO / "test-harness/bench"))
+    import bench
+
+    monkeypatch.setattr(sys, "argv", ["bench.py", "--systems", "e", "--baseline", str(tmp_path)])
+    with pytest.raises(SystemExit):
+        bench.arguments()
+    assert "the baseline has no builds" in capsys.readouterr().err
