@@ -91,7 +91,8 @@ class RawHttp2Upstream(Blackhole):
                                            validate_outbound_headers=False, normalize_outbound_headers=False)
         peer = h2.connection.H2Connection(config=config)
         peer.initiate_connection()
-        connection.sendall(peer.data_to_send())
+        if not self._send(connection, peer.data_to_send()):
+            return
         # Body bytes that HTTP/2 flow control has not let out yet, by stream.
         pending: dict[int, bytes] = {}
         while data := self._read(connection):
@@ -105,7 +106,8 @@ class RawHttp2Upstream(Blackhole):
                         self._send_body(peer, stream_id, pending)
                 if isinstance(event, h2.events.StreamEnded):
                     self._answer(peer, event.stream_id, pending)
-            connection.sendall(peer.data_to_send())
+            if not self._send(connection, peer.data_to_send()):
+                return
 
     @staticmethod
     def _read(connection: socket.socket) -> bytes:
@@ -113,6 +115,16 @@ class RawHttp2Upstream(Blackhole):
             return connection.recv(65536)
         except OSError:
             return b""
+
+    @staticmethod
+    def _send(connection: socket.socket, data: bytes) -> bool:
+        """False once the connection is gone, as `_read` reads it: Envoy reset it, or the test
+        stopped the peer and closed it while this thread was still answering."""
+        try:
+            connection.sendall(data)
+            return True
+        except OSError:
+            return False
 
     def _answer(self, peer: "h2.connection.H2Connection", stream_id: int, pending: dict[int, bytes]) -> None:
         if self.silent:
