@@ -367,15 +367,15 @@ def run_scale(upstream: Upstream, descriptors: str, options: argparse.Namespace)
     # counterpart in every round: what a change to the search costs.
     searches: list[System] = []
     counterparts: dict[str, System] = {}
+    baseline_wasm, baseline_module = baseline_builds(options.baseline) if options.baseline else (None, None)
     for size, title, plugin in catalogs:
         for module in (False, True):
             key = f"{'T' if module else 'S'}{size}"
             described = f"{'dynamic module' if module else 'Wasm filter'}, search_tools, {title}"
             searches.append(search_system(key, described, plugin, module=module))
             if options.baseline:
-                wasm, module_build = baseline_builds(options.baseline)
                 counterparts[key] = search_system(f"{key}-base", f"{described}, baseline {options.baseline}", plugin,
-                                                  module=module, build=module_build if module else wasm)
+                                                  module=module, build=baseline_module if module else baseline_wasm)
     systems += searches
     runs: list[Run] = []
     figures: list[CatalogFigures] = []
@@ -509,9 +509,11 @@ def arguments() -> argparse.Namespace:
     options.baseline = options.baseline.resolve() if options.baseline else None
     baseline = [system for system in (baseline_systems(options.baseline) if options.baseline else [])
                 if system.key.lower() in options.systems]
-    missing = [str(system.binary) for system in baseline if system.binary and not system.binary.exists()]
+    # The builds the chosen systems run, and both (the scale part's searches run in both builds).
+    needed = {system.binary for system in baseline if system.binary}
     if options.baseline and not options.no_scale:
-        missing += [str(build) for build in baseline_builds(options.baseline) if not build.exists()]
+        needed.update(baseline_builds(options.baseline))
+    missing = sorted(str(build) for build in needed if not build.exists())
     if missing:
         parser.error(f"the baseline has no builds: {', '.join(missing)} (run scripts/bootstrap there)")
     options.systems_run = []

@@ -131,4 +131,7 @@ def test_a_baseline_without_builds_is_refused(monkeypatch, tmp_path, capsys):
     monkeypatch.setattr(sys, "argv", ["bench.py", "--systems", "e", "--baseline", str(tmp_path)])
     with pytest.raises(SystemExit):
         bench.arguments()
-    assert "the baseline has no builds" in capsys.readouterr().err
+    refusal = capsys.readouterr().err
+    assert "the baseline has no builds" in refusal
+    # (e) and the scale part's Wasm searches run the same build: it is named once.
+    assert refusal.count("switchblade_filter.wasm") == 1, refusal
