@@ -1,14 +1,15 @@
 //! Any text as a request in words to `search_tools`, through the request path in search mode:
 //! never a panic; a query the tool accepts is answered with tools of the catalog, best first,
 //! at most as many as asked; one it refuses, with an argument error. The words' own rules
-//! hold too: split words are lowercase and never empty, and a query's weights are the word's
-//! (1) or its kindred's.
+//! hold too: split words are lowercase and never empty, a request's job is some of its words
+//! (all of them when it is values alone), and a query's weights are the word's (1) or its
+//! kindred's.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use serde_json::{json, Value};
 use switchblade_core::exchange::fake_host::{post, FakeHead, FakeHost, Sent};
-use switchblade_core::search::words::{split, Words, KINDRED_WEIGHT};
+use switchblade_core::search::words::{job_words, split, Words, KINDRED_WEIGHT};
 use switchblade_core::search::MAX_QUERY_BYTES;
 use switchblade_core::server::Server;
 
@@ -37,6 +38,10 @@ fuzz_target!(|data: &[u8]| {
         assert!(!word.is_empty());
         assert_eq!(word, word.to_lowercase(), "{text:?}");
     }
+    // A request's job is some of its words, and none only when it has none.
+    let (job, every) = (job_words(&text), split(&text));
+    assert!(job.iter().all(|word| every.contains(word)), "{text:?}");
+    assert_eq!(job.is_empty(), every.is_empty(), "{text:?}");
     WORDS.with(|words| {
         for (_, weight) in words.query(&text) {
             assert!(weight == 1.0 || weight == KINDRED_WEIGHT, "{text:?}");

@@ -47,6 +47,16 @@ fn a_request_in_words_finds_the_tool_with_its_definition() {
 }
 
 #[test]
+fn a_requests_values_do_not_steer_it() {
+    let catalog = catalog();
+    let search = ToolSearch::build(&catalog, &DiscoveryTools::default());
+    let first = |query: &str| found(&search, &catalog, json!({"query": query}))[0].clone();
+    // `user` and `search` would name other tools; here they are only parts of values.
+    assert_eq!(first("fetch the item users/search-42"), "CatalogService_GetItem");
+    assert_eq!(first("fetch the item 'user search'"), "CatalogService_GetItem");
+}
+
+#[test]
 fn filters_and_visibility_keep_tools_out() {
     let catalog = catalog();
     let search = ToolSearch::build(&catalog, &DiscoveryTools::default());

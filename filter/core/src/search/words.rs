@@ -77,9 +77,9 @@ impl Words {
         }
     }
 
-    /// The stems a query looks for, each once, with their weights: its own words at 1, and
-    /// their kindred at [`KINDRED_WEIGHT`]. A stop word in a group looks for its kindred only
-    /// ("which namespaces" asks for a list).
+    /// The stems a query looks for, each once, with their weights: the words of its job (not
+    /// its values, see [`job_words`]) at 1, and their kindred at [`KINDRED_WEIGHT`]. A stop
+    /// word in a group looks for its kindred only ("which namespaces" asks for a list).
     pub fn query(&self, text: &str) -> Vec<(String, f32)> {
         let mut weights: Vec<(String, f32)> = Vec::new();
         let mut raise = |stem: &str, weight: f32| match weights.iter_mut().find(|(known, _)| known == stem) {
@@ -87,7 +87,7 @@ impl Words {
             None => weights.push((stem.to_owned(), weight)),
         };
         let mut stems = Vec::new();
-        for word in split(text) {
+        for word in job_words(text) {
             stems.clear();
             let stop_word = STOP_WORDS.contains(&word.as_str());
             if stop_word {
@@ -119,6 +119,65 @@ impl Words {
             .flat_map(|group| group.iter().map(AsRef::as_ref))
             .filter(move |other| *other != stem)
     }
+}
+
+/// The words of a request that say what the job is: its values (`web-1`, `v1.2`,
+/// `sha256:4f2a…`, `/app/config/`, `team=payments`, anything quoted) are a tool's arguments,
+/// not words of the job, and would match tools by chance. A value is a whitespace-separated
+/// token with `/`, `:`, `=` or `@` inside, or with a digit and a mark between its letters and
+/// digits, or a quoted span (`'…'`, `"…"`, `` `…` `` opening at a token's start and closing at
+/// one's end). A request of values alone keeps them all: they are all it says.
+pub fn job_words(text: &str) -> Vec<String> {
+    let tokens: Vec<&str> = text.split_whitespace().collect();
+    let mut value = vec![false; tokens.len()];
+    let mut index = 0;
+    while let Some(token) = tokens.get(index) {
+        let opening = token.chars().next().filter(|c| QUOTES.contains(c));
+        let closing = opening.and_then(|quote| {
+            (index..tokens.len()).find(|&end| {
+                tokens.get(end).is_some_and(|end_token| {
+                    let body = end_token.trim_end_matches(|c: char| ".,;:!?)".contains(c));
+                    body.ends_with(quote) && (end > index || body.chars().count() > 1)
+                })
+            })
+        });
+        match closing {
+            Some(end) => {
+                for marked in value.iter_mut().take(end + 1).skip(index) {
+                    *marked = true;
+                }
+                index = end + 1;
+            }
+            None => {
+                if let Some(marked) = value.get_mut(index) {
+                    *marked = is_value(token);
+                }
+                index += 1;
+            }
+        }
+    }
+    let job: Vec<String> = tokens
+        .iter()
+        .zip(&value)
+        .filter(|&(_, &marked)| !marked)
+        .flat_map(|(token, _)| split(token))
+        .collect();
+    if job.is_empty() {
+        split(text)
+    } else {
+        job
+    }
+}
+
+/// The marks that open and close a quoted value.
+const QUOTES: [char; 3] = ['\'', '"', '`'];
+
+/// Whether one token (no quotes) is a value: its inside, without the punctuation around it,
+/// holds `/`, `:`, `=` or `@`, or a digit and a mark (`web-1`, `v1.2`, `10.0.0.7`).
+fn is_value(token: &str) -> bool {
+    let inside = token.trim_matches(|c: char| !c.is_alphanumeric());
+    let marked = inside.contains(|c: char| !c.is_alphanumeric());
+    inside.contains(['/', ':', '=', '@']) || marked && inside.contains(|c: char| c.is_ascii_digit())
 }
 
 /// The lowercase words of `text`: split at anything but letters and digits, and inside
@@ -167,6 +226,34 @@ mod tests {
             split("MemberPromote, compactRevision"),
             ["member", "promote", "compact", "revision"]
         );
+    }
+
+    #[test]
+    fn a_requests_values_are_left_out_of_its_job() {
+        let job = |text: &str| job_words(text).join(" ");
+        assert_eq!(
+            job("show container web-1's spec, image v1.2 and host 10.0.0.7"),
+            "show container spec image and host"
+        );
+        assert_eq!(
+            job("put team=payments under /app/config/ for me@example.org"),
+            "put under for"
+        );
+        assert_eq!(job("pull docker.io/library/nginx:latest"), "pull");
+        assert_eq!(
+            job("let the 'read only' role read \"everything\" and run `ps aux`."),
+            "let the role read and run"
+        );
+        // Words with digits but no mark, and apostrophes inside words, are words.
+        assert_eq!(
+            job("the container's sha256 and x509"),
+            "the container s sha 256 and x509"
+        );
+        assert_eq!(job("an 'unclosed quote"), "an unclosed quote");
+        // A request of values alone keeps them.
+        assert_eq!(job("sha256:4f2a"), "sha 256 4f2a");
+        assert_eq!(job("'web-1'"), "web 1");
+        assert_eq!(job("- web-1 ?"), "web 1", "marks alone say nothing");
     }
 
     #[test]
