@@ -123,38 +123,21 @@ impl Words {
 
 /// The words of a request that say what the job is: its values (`web-1`, `v1.2`,
 /// `sha256:4f2a…`, `/app/config/`, `team=payments`, anything quoted) are a tool's arguments,
-/// not words of the job, and would match tools by chance. A value is a whitespace-separated
-/// token with `/`, `:`, `=` or `@` inside, or with a digit and a mark between its letters and
-/// digits, or a quoted span (`'…'`, `"…"`, `` `…` `` opening at a token's start and closing at
-/// one's end). A request of values alone keeps them all: they are all it says.
+/// not words of the job, and would match tools by chance. A value is a quoted span (`'…'`,
+/// `"…"`, `` `…` ``, `“…”`, `‘…’`, opening at a token's start and closing at one's end: requests
+/// quote names and messages), or a whitespace-separated token that [`is_value`]. A request
+/// whose other words say nothing (stop words, or none) keeps its values: they are all it says.
 pub fn job_words(text: &str) -> Vec<String> {
     let tokens: Vec<&str> = text.split_whitespace().collect();
     let mut value = vec![false; tokens.len()];
     let mut index = 0;
     while let Some(token) = tokens.get(index) {
-        let opening = token.chars().next().filter(|c| QUOTES.contains(c));
-        let closing = opening.and_then(|quote| {
-            (index..tokens.len()).find(|&end| {
-                tokens.get(end).is_some_and(|end_token| {
-                    let body = end_token.trim_end_matches(|c: char| ".,;:!?)".contains(c));
-                    body.ends_with(quote) && (end > index || body.chars().count() > 1)
-                })
-            })
-        });
-        match closing {
-            Some(end) => {
-                for marked in value.iter_mut().take(end + 1).skip(index) {
-                    *marked = true;
-                }
-                index = end + 1;
-            }
-            None => {
-                if let Some(marked) = value.get_mut(index) {
-                    *marked = is_value(token);
-                }
-                index += 1;
-            }
+        let closing = quoted_span_end(&tokens, index);
+        let end = closing.unwrap_or(index);
+        for marked in value.iter_mut().take(end + 1).skip(index) {
+            *marked = closing.is_some() || is_value(token);
         }
+        index = end + 1;
     }
     let job: Vec<String> = tokens
         .iter()
@@ -162,22 +145,50 @@ pub fn job_words(text: &str) -> Vec<String> {
         .filter(|&(_, &marked)| !marked)
         .flat_map(|(token, _)| split(token))
         .collect();
-    if job.is_empty() {
+    if job.iter().all(|word| STOP_WORDS.contains(&word.as_str())) {
         split(text)
     } else {
         job
     }
 }
 
-/// The marks that open and close a quoted value.
-const QUOTES: [char; 3] = ['\'', '"', '`'];
+/// The quotes a quoted value opens and closes with.
+const QUOTES: [(char, char); 5] = [('\'', '\''), ('"', '"'), ('`', '`'), ('“', '”'), ('‘', '’')];
 
-/// Whether one token (no quotes) is a value: its inside, without the punctuation around it,
-/// holds `/`, `:`, `=` or `@`, or a digit and a mark (`web-1`, `v1.2`, `10.0.0.7`).
+/// The last token of the quoted span that opens at `tokens[start]`, if one does: its opening
+/// quote starts the token (after a bracket) and the same pair's closing quote ends a token
+/// (before the sentence's punctuation).
+fn quoted_span_end(tokens: &[&str], start: usize) -> Option<usize> {
+    let mut opened = tokens.get(start)?.trim_start_matches(['(', '[']).chars();
+    let first = opened.next()?;
+    let (_, close) = QUOTES.iter().find(|(open, _)| *open == first)?;
+    let after_quote = opened.as_str();
+    (start..tokens.len()).find(|&end| {
+        let body = if end == start {
+            after_quote
+        } else {
+            tokens.get(end).copied().unwrap_or_default()
+        };
+        body.trim_end_matches(|c: char| ".,;:!?)]".contains(c))
+            .ends_with(*close)
+    })
+}
+
+/// Whether one token, not quoted, is a value: without the punctuation around it, it holds `:`,
+/// `=` or `@`; or a digit and any other mark (`web-1`, `v1.2`, `10.0.0.7`); or `/` as a path
+/// has it (`/app/config/`, `~/src`, `docker.io/library/nginx`, `kube-system/coredns`). A slash
+/// between two plain words is the request's "or" (`create/update`, `read/write`), not a value.
 fn is_value(token: &str) -> bool {
     let inside = token.trim_matches(|c: char| !c.is_alphanumeric());
-    let marked = inside.contains(|c: char| !c.is_alphanumeric());
-    inside.contains(['/', ':', '=', '@']) || marked && inside.contains(|c: char| c.is_ascii_digit())
+    let has_digit = inside.contains(|c: char| c.is_ascii_digit());
+    let marks = || inside.chars().filter(|c| !c.is_alphanumeric());
+    let bare = token.trim_matches(|c: char| ",.;:!?()[]{}".contains(c));
+    let path = bare.contains('/')
+        && (bare.starts_with(['/', '~'])
+            || bare.ends_with('/')
+            || marks().filter(|&c| c == '/').count() > 1
+            || marks().any(|c| c != '/'));
+    inside.contains([':', '=', '@']) || has_digit && marks().next().is_some() || path
 }
 
 /// The lowercase words of `text`: split at anything but letters and digits, and inside
@@ -250,10 +261,21 @@ mod tests {
             "the container s sha 256 and x509"
         );
         assert_eq!(job("an 'unclosed quote"), "an unclosed quote");
-        // A request of values alone keeps them.
+        // A request of values alone keeps them, as does one whose other words say nothing.
         assert_eq!(job("sha256:4f2a"), "sha 256 4f2a");
         assert_eq!(job("'web-1'"), "web 1");
         assert_eq!(job("- web-1 ?"), "web 1", "marks alone say nothing");
+        assert_eq!(job("for team=payments"), "for team payments");
+        // A slash between plain words is an "or"; a path's slashes make a value.
+        assert_eq!(
+            job("create/update or read/write, under /app/config/ or ~/src or kube-system/coredns"),
+            "create update or read write under or or"
+        );
+        // Typographic quotes pair as they should, also after a bracket.
+        assert_eq!(
+            job("set “read only” on the ‘audit’ bucket (\"as is\") and ('this')"),
+            "set on the bucket and"
+        );
     }
 
     #[test]
