@@ -129,22 +129,19 @@ impl Words {
 /// whose other words say nothing (stop words, or none) keeps its values: they are all it says.
 pub fn job_words(text: &str) -> Vec<String> {
     let tokens: Vec<&str> = text.split_whitespace().collect();
-    let mut value = vec![false; tokens.len()];
+    let mut job = Vec::new();
     let mut index = 0;
     while let Some(token) = tokens.get(index) {
-        let closing = quoted_span_end(&tokens, index);
-        let end = closing.unwrap_or(index);
-        for marked in value.iter_mut().take(end + 1).skip(index) {
-            *marked = closing.is_some() || is_value(token);
+        match quoted_span_end(&tokens, index) {
+            Some(end) => index = end + 1,
+            None => {
+                if !is_value(token) {
+                    job.extend(split(token));
+                }
+                index += 1;
+            }
         }
-        index = end + 1;
     }
-    let job: Vec<String> = tokens
-        .iter()
-        .zip(&value)
-        .filter(|&(_, &marked)| !marked)
-        .flat_map(|(token, _)| split(token))
-        .collect();
     if job.iter().all(|word| STOP_WORDS.contains(&word.as_str())) {
         split(text)
     } else {
@@ -180,15 +177,13 @@ fn quoted_span_end(tokens: &[&str], start: usize) -> Option<usize> {
 /// between two plain words is the request's "or" (`create/update`, `read/write`), not a value.
 fn is_value(token: &str) -> bool {
     let inside = token.trim_matches(|c: char| !c.is_alphanumeric());
+    let slashes = inside.matches('/').count();
+    let other_marks = inside.contains(|c: char| !c.is_alphanumeric() && c != '/');
     let has_digit = inside.contains(|c: char| c.is_ascii_digit());
-    let marks = || inside.chars().filter(|c| !c.is_alphanumeric());
     let bare = token.trim_matches(|c: char| ",.;:!?()[]{}".contains(c));
-    let path = bare.contains('/')
-        && (bare.starts_with(['/', '~'])
-            || bare.ends_with('/')
-            || marks().filter(|&c| c == '/').count() > 1
-            || marks().any(|c| c != '/'));
-    inside.contains([':', '=', '@']) || has_digit && marks().next().is_some() || path
+    let path =
+        bare.contains('/') && (bare.starts_with(['/', '~']) || bare.ends_with('/') || slashes > 1 || other_marks);
+    inside.contains([':', '=', '@']) || has_digit && (slashes > 0 || other_marks) || path
 }
 
 /// The lowercase words of `text`: split at anything but letters and digits, and inside
