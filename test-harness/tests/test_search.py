@@ -21,8 +21,8 @@ from search_sets import APIS, SETS, UNTUNED, api_config, rank, recall, tasks, to
 # changed, rounded down to 0.05 (docs/benchmarks/search.md); a change that ranks worse fails
 # here. On `tasks.json`, which the ranking was tuned on, and on the sets written apart from it
 # pooled (as many tasks again for each API, and the figure to expect of new requests).
-FLOORS = {"etcd": (0.70, 0.90), "containerd": (0.65, 0.95), "gitaly": (0.50, 0.70)}
-UNTUNED_FLOORS = {"etcd": (0.70, 0.95), "containerd": (0.50, 0.80), "gitaly": (0.40, 0.70)}
+FLOORS = {"etcd": (0.70, 0.90), "containerd": (0.65, 0.95), "gitaly": (0.65, 0.80)}
+UNTUNED_FLOORS = {"etcd": (0.70, 0.95), "containerd": (0.50, 0.80), "gitaly": (0.55, 0.75)}
 # What an agent receives before its first call in search mode, at any catalog size (#51).
 SEARCH_LIST_BYTES = 4096
 

@@ -65,6 +65,14 @@ pub struct Document {
 }
 
 impl Document {
+    /// Adds the words of `other`.
+    pub fn absorb(&mut self, other: Document) {
+        for (stem, count) in other.counts {
+            *self.counts.entry(stem).or_default() += count;
+        }
+        self.length += other.length;
+    }
+
     /// Adds the words of `text`, from `source`.
     pub fn add(&mut self, words: &Words, source: Source, text: &str) {
         let weight = source.weight();

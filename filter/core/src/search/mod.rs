@@ -9,6 +9,9 @@ pub mod index;
 mod vocabulary;
 pub mod words;
 
+use std::collections::{HashMap, HashSet};
+use std::hash::{DefaultHasher, Hash, Hasher};
+
 use serde_json::value::RawValue;
 use serde_json::{json, Value};
 
@@ -50,7 +53,9 @@ impl ToolSearch {
     /// The search over `catalog`'s tools, in its order, behind tools of these `names`.
     pub fn build(catalog: &Catalog, names: &DiscoveryTools) -> Self {
         let words = Words::default();
-        let documents = catalog.tools().map(|tool| document(&words, tool)).collect();
+        let read: Vec<ToolWords> = catalog.tools().map(|tool| tool_words(&words, tool)).collect();
+        let common = common_messages(&read);
+        let documents = read.into_iter().map(|tool| tool.document(&common)).collect();
         ToolSearch {
             index: Index::new(documents),
             definitions: definitions(names),
@@ -170,78 +175,154 @@ const KINDS: [&str; 4] = [
     "bidirectional-streaming",
 ];
 
+/// A tool's words as read from its definition, before the catalog is read whole: its own (its
+/// names, title, description, the request's fields and the output's), and apart from them those
+/// of each message its request carries, known by [`message_identity`].
+struct ToolWords {
+    own: Document,
+    carried: Vec<(u64, Document)>,
+}
+
+impl ToolWords {
+    /// The tool's document: its own words, and those of the messages it carries but for the
+    /// `common` ones.
+    fn document(self, common: &HashSet<u64>) -> Document {
+        let ToolWords { mut own, carried } = self;
+        for (_, words) in carried.into_iter().filter(|(message, _)| !common.contains(message)) {
+            own.absorb(words);
+        }
+        own
+    }
+}
+
+/// The messages more than half the catalog's tools carry in their requests, when it has tools
+/// to tell apart (Gitaly's `Repository`). Their fields and comments would be in most tools and
+/// tell none from another, and the words they bring would lose their weight for the few tools
+/// whose job they name: a `Repository`'s comments speak of searching, objects, projects and
+/// paths.
+fn common_messages(tools: &[ToolWords]) -> HashSet<u64> {
+    let mut carriers: HashMap<u64, usize> = HashMap::new();
+    for tool in tools {
+        let mut messages: Vec<u64> = tool.carried.iter().map(|(message, _)| *message).collect();
+        messages.sort_unstable();
+        messages.dedup();
+        for message in messages {
+            *carriers.entry(message).or_default() += 1;
+        }
+    }
+    carriers
+        .into_iter()
+        .filter(|&(_, count)| count > 1 && count * 2 > tools.len())
+        .map(|(message, _)| message)
+        .collect()
+}
+
+/// A message as every tool's schema writes it, whatever the comment of the field that holds
+/// it: the hash of its fields (their names, comments and schemas).
+fn message_identity(fields: &Value) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    fields.hash(&mut hasher);
+    hasher.finish()
+}
+
 /// A tool's words, from its definition (what an agent would read) and its method's names.
-fn document(words: &Words, tool: &Tool) -> Document {
-    let mut document = Document::default();
-    document.add(words, Source::Name, tool.method_name());
+fn tool_words(words: &Words, tool: &Tool) -> ToolWords {
+    let mut own = Document::default();
+    let mut carried = Vec::new();
+    own.add(words, Source::Name, tool.method_name());
     if !tool.name.contains(tool.method_name()) {
-        document.add(words, Source::Name, &tool.name);
+        own.add(words, Source::Name, &tool.name);
     }
     let service = tool.method.parent_service();
-    document.add(words, Source::Service, service.name());
-    document.add(words, Source::Package, service.package_name());
+    own.add(words, Source::Service, service.name());
+    own.add(words, Source::Package, service.package_name());
     let definition = tool.definition_value();
     if let Some(title) = definition.get("title").and_then(Value::as_str) {
-        document.add(words, Source::Title, title);
+        own.add(words, Source::Title, title);
     }
     if let Some(description) = definition.get("description").and_then(Value::as_str) {
-        document.add(words, Source::Description, description);
+        own.add(words, Source::Description, description);
     }
     if let Some(input) = definition.get("inputSchema") {
-        schema_words(
-            words,
-            &mut document,
-            input,
-            (Source::InputField, Source::InputText),
-            SCHEMA_DEPTH,
-        );
+        let input_words = SchemaWords {
+            names: Source::InputField,
+            text: Source::InputText,
+        };
+        input_words.read(words, &mut own, &mut carried, input, SCHEMA_DEPTH);
         if let Some(Value::Object(definitions)) = input.get("$defs") {
             for schema in definitions.values() {
-                schema_words(words, &mut document, schema, (Source::InputField, Source::InputText), 1);
+                if let Some(fields) = schema.get("properties") {
+                    let mut message = Document::default();
+                    input_words.read(words, &mut message, &mut carried, schema, 1);
+                    carried.push((message_identity(fields), message));
+                }
             }
         }
     }
     if let Some(output) = definition.get("outputSchema") {
-        schema_words(
-            words,
-            &mut document,
-            output,
-            (Source::OutputField, Source::OutputField),
-            1,
-        );
+        let output_words = SchemaWords {
+            names: Source::OutputField,
+            text: Source::OutputField,
+        };
+        output_words.read(words, &mut own, &mut carried, output, 1);
     }
-    document
+    ToolWords { own, carried }
 }
 
-/// The field names, comments and enum values of a JSON Schema, `depth` objects deep.
-fn schema_words(words: &Words, document: &mut Document, schema: &Value, (names, text): (Source, Source), depth: usize) {
-    if depth == 0 {
-        return;
-    }
-    if let Some(Value::Array(values)) = schema.get("enum") {
-        for value in values.iter().filter_map(Value::as_str) {
-            document.add(words, text, value);
+/// The sources a JSON Schema's field names and comments are read as.
+struct SchemaWords {
+    names: Source,
+    text: Source,
+}
+
+impl SchemaWords {
+    /// The field names, comments and enum values of `schema`, `depth` objects deep, into
+    /// `document`; the words of a message a field holds go to `carried`, apart, under its
+    /// identity (the field's own name and comment stay in `document`).
+    fn read(
+        &self,
+        words: &Words,
+        document: &mut Document,
+        carried: &mut Vec<(u64, Document)>,
+        schema: &Value,
+        depth: usize,
+    ) {
+        if depth == 0 {
+            return;
         }
-    }
-    if let Some(items) = schema.get("items") {
-        schema_words(words, document, items, (names, text), depth);
-    }
-    for combined in ["anyOf", "oneOf"] {
-        if let Some(Value::Array(options)) = schema.get(combined) {
-            for option in options {
-                schema_words(words, document, option, (names, text), depth);
+        if let Some(Value::Array(values)) = schema.get("enum") {
+            for value in values.iter().filter_map(Value::as_str) {
+                document.add(words, self.text, value);
             }
         }
-    }
-    let Some(Value::Object(properties)) = schema.get("properties") else {
-        return;
-    };
-    for (name, property) in properties {
-        document.add(words, names, name);
-        if let Some(description) = property.get("description").and_then(Value::as_str) {
-            document.add(words, text, description);
+        if let Some(items) = schema.get("items") {
+            self.read(words, document, carried, items, depth);
         }
-        schema_words(words, document, property, (names, text), depth - 1);
+        for combined in ["anyOf", "oneOf"] {
+            if let Some(Value::Array(options)) = schema.get(combined) {
+                for option in options {
+                    self.read(words, document, carried, option, depth);
+                }
+            }
+        }
+        let Some(Value::Object(properties)) = schema.get("properties") else {
+            return;
+        };
+        for (name, property) in properties {
+            document.add(words, self.names, name);
+            if let Some(description) = property.get("description").and_then(Value::as_str) {
+                document.add(words, self.text, description);
+            }
+            let held = property.get("items").unwrap_or(property);
+            match held.get("properties") {
+                Some(fields) if depth > 1 => {
+                    let mut message = Document::default();
+                    self.read(words, &mut message, carried, held, depth - 1);
+                    carried.push((message_identity(fields), message));
+                }
+                _ => self.read(words, document, carried, property, depth - 1),
+            }
+        }
     }
 }
 

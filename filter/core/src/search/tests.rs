@@ -56,6 +56,81 @@ fn a_requests_values_do_not_steer_it() {
     assert_eq!(first("fetch the item 'user search'"), "CatalogService_GetItem");
 }
 
+/// A repository service whose every request carries the same `Repository`, as Gitaly's do
+/// (under a field with a comment of its own in `Fsck`, and in the messages of a stream in
+/// `WriteRefs`), and a `Cursor` only two tools carry.
+const REPOSITORIES: &str = r#"
+syntax = "proto3";
+package estate.v1;
+
+message Repository {
+  // The storage the repository is on.
+  string storage_name = 1;
+  // The directories of alternate objects, searched for a commit's objects.
+  repeated string alternate_object_directories = 2;
+}
+message Cursor {
+  // Where the last page ended, for paging through history.
+  string token = 1;
+}
+message RepositoryRequest { Repository repository = 1; }
+message PagedRequest { Repository repository = 1; Cursor cursor = 2; }
+message ObjectsRequest { Repository repository = 1; repeated string object_ids = 2; }
+message FsckRequest {
+  // The repository to check, which must exist.
+  Repository repository = 1;
+}
+message RefRequest { Repository repository = 1; string ref = 2; }
+message Empty {}
+
+service Repositories {
+  rpc GarbageCollect(RepositoryRequest) returns (Empty);
+  rpc Fsck(FsckRequest) returns (Empty);
+  rpc WriteRefs(stream RefRequest) returns (Empty);
+  rpc RepositorySize(RepositoryRequest) returns (Empty);
+  rpc ListCommits(PagedRequest) returns (Empty);
+  rpc ListTags(PagedRequest) returns (Empty);
+  rpc SearchFilesByName(RepositoryRequest) returns (Empty);
+  rpc GetObjects(ObjectsRequest) returns (Empty);
+}
+"#;
+
+fn repositories() -> Catalog {
+    struct Source;
+    impl protox::file::FileResolver for Source {
+        fn open_file(&self, name: &str) -> Result<protox::file::File, protox::Error> {
+            match name {
+                "repositories.proto" => protox::file::File::from_source(name, REPOSITORIES),
+                _ => Err(protox::Error::file_not_found(name)),
+            }
+        }
+    }
+    let mut compiler = protox::Compiler::with_file_resolver(Source);
+    compiler.include_source_info(true);
+    compiler.open_file("repositories.proto").unwrap();
+    let config =
+        PluginConfig::parse(br#"{"services": {"estate.v1.Repositories": {"cluster": "c", "streaming": true}}}"#)
+            .unwrap();
+    Catalog::build(&config, &compiler.descriptor_pool(), false).unwrap()
+}
+
+#[test]
+fn a_message_most_tools_carry_says_nothing_of_any() {
+    let catalog = repositories();
+    let search = ToolSearch::build(&catalog, &DiscoveryTools::default());
+    let search_for = |query: &str| found(&search, &catalog, json!({"query": query, "limit": 20}));
+    // Only every tool's `Repository` says these words: no tool is found by them.
+    assert_eq!(search_for("the storage of alternate directories"), Vec::<String>::new());
+    // A word it shares with one tool finds that tool alone, at full weight: "searched" is in
+    // every tool's `Repository`, and would find every tool, each by a word that says nothing.
+    assert_eq!(search_for("searching"), ["Repositories_SearchFilesByName"]);
+    // A message few tools carry speaks for them.
+    assert_eq!(
+        search_for("page through the history"),
+        ["Repositories_ListCommits", "Repositories_ListTags"]
+    );
+}
+
 #[test]
 fn filters_and_visibility_keep_tools_out() {
     let catalog = catalog();
