@@ -252,9 +252,7 @@ fn tool_words(words: &Words, tool: &Tool) -> ToolWords {
         if let Some(Value::Object(definitions)) = input.get("$defs") {
             for schema in definitions.values() {
                 if let Some(fields) = schema.get("properties") {
-                    let mut message = Document::default();
-                    input_words.read(words, &mut message, &mut carried, schema, 1);
-                    carried.push((message_identity(fields), message));
+                    input_words.carry(words, &mut carried, schema, fields, 1);
                 }
             }
         }
@@ -315,14 +313,18 @@ impl SchemaWords {
             }
             let held = property.get("items").unwrap_or(property);
             match held.get("properties") {
-                Some(fields) if depth > 1 => {
-                    let mut message = Document::default();
-                    self.read(words, &mut message, carried, held, depth - 1);
-                    carried.push((message_identity(fields), message));
-                }
+                Some(fields) if depth > 1 => self.carry(words, carried, held, fields, depth - 1),
                 _ => self.read(words, document, carried, property, depth - 1),
             }
         }
+    }
+
+    /// The words of the message `schema` (whose fields are `fields`), `depth` objects deep,
+    /// read apart and carried under its identity.
+    fn carry(&self, words: &Words, carried: &mut Vec<(u64, Document)>, schema: &Value, fields: &Value, depth: usize) {
+        let mut message = Document::default();
+        self.read(words, &mut message, carried, schema, depth);
+        carried.push((message_identity(fields), message));
     }
 }
 
