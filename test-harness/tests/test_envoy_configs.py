@@ -36,7 +36,7 @@ def validate(config_path) -> subprocess.CompletedProcess:
 
 def test_there_are_configs_to_check() -> None:
     assert {p.name for p in CONFIGS} >= {"demo.yaml", "docker.yaml", "module.yaml"}
-    # Each is validated in the session of the build it loads, so each must load one.
+    # Each loads one build, which test_envoy_validates finds, and is validated in its session alone.
     assert {p.name: len(builds_loaded(p)) for p in CONFIGS} == {p.name: 1 for p in CONFIGS}
 
 
