@@ -54,7 +54,7 @@ def demo_ecds_file():
 def builds_loaded(config: Path) -> list[str]:
     """The builds of the filter a config loads, by the typed_config it names."""
     text = config.read_text()
-    return [build.name for build in (filter_build.WASM, filter_build.MODULE) if build.type_url in text]
+    return [name for name, build in filter_build.BUILDS.items() if build.type_url in text]
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda p: p.name)
